@@ -1,0 +1,46 @@
+# softib: see README.md. `make test` is what CI runs.
+GO       ?= go
+PKGS     := ./...
+# Packages whose code runs on several goroutines: tested under -race too.
+RACE_PKGS :=
+FUZZTIME ?= 15s
+
+.PHONY: all build test deps vet unit race fuzz bench generate lint
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+deps:
+	scripts/deps.sh
+
+# Everything: the tools the tests need, vet, unit and end-to-end tests, a
+# bounded fuzzing pass over every parser.
+test: deps vet unit race fuzz
+
+vet:
+	$(GO) vet $(PKGS)
+
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+race:
+	$(if $(RACE_PKGS),$(GO) test -race -count=1 $(RACE_PKGS),@echo "race: no concurrent packages yet")
+
+# Longer on demand: make fuzz FUZZTIME=10m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEthernet$$' -fuzztime $(FUZZTIME) ./vhca/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) ./vhca/wire
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Regenerates generated code (the eBPF objects, when they arrive; clang
+# from apt is needed then). Nothing is generated yet.
+generate:
+	$(GO) generate $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)

@@ -1,0 +1,3 @@
+module github.com/softib/softib
+
+go 1.26.8
