@@ -16,80 +16,112 @@ import (
 //     GRH traffic class, flow label and hop limit set to ones; BTH byte 4.
 //   - RoCEv1 (Annex A16): as a global IB packet whose LRH is absent: 8 bytes
 //     of ones, then the GRH masked as above, the BTH, the rest.
-//   - RoCEv2 (Annex A17.3.3): 8 bytes of ones, the IP header (IPv4: TOS,
-//     TTL and header checksum; IPv6: traffic class, flow label, hop limit
-//     set to ones), the UDP header with its checksum set to ones, the BTH
-//     with byte 4 set to ones, the rest.
+//   - RoCEv2 (Annex A17): 8 bytes of ones, the IP header (IPv4: TOS, TTL
+//     and header checksum; IPv6: traffic class, flow label, hop limit set
+//     to ones), the UDP header with its checksum set to ones, the BTH with
+//     byte 4 set to ones, the rest.
 //
-// Linux rxe (rxe_icrc.c) computes the RoCEv2 form and check_pcap.py checks
-// all four against real rxe and InfiniBand hardware captures.
+// Linux rxe (rxe_icrc.c) computes the RoCEv2 form; the golden tests check
+// all of them against real rxe and InfiniBand hardware captures.
 //
-// The variant fields are masked in place: they are saved, set to ones, the
-// CRC runs over the contiguous bytes in one pass and the fields are put
-// back. A copy of the headers would cost a second CRC call and, as
-// hash/crc32 lets its argument escape, an allocation per packet. The frame
-// must therefore not be read by another goroutine while its ICRC is
-// computed.
+// The frame is only read. The headers up to the BTH are run through a CRC
+// of our own that ORs each 8-byte word with a constant mask of the variant
+// fields as it loads it; the rest, the bulk, goes through hash/crc32 and
+// its carry-less multiply. Masking in the frame instead (write ones, CRC,
+// write back) measured 13-36 ns slower per packet: a store into the first
+// bytes of a buffer that the CLMUL loop then reads stalls it. A masked copy
+// would let hash/crc32 see a stack buffer, which then escapes: an
+// allocation per packet.
 
-// crcOnes8 is the CRC-32 state after the 8 bytes of ones that stand for
-// the LRH of global and RoCE packets.
+// crcOnes8 is the CRC-32 after the 8 bytes of ones that stand for the LRH
+// of global and RoCE packets.
 var crcOnes8 = crc32.ChecksumIEEE([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
-// computeICRC returns the ICRC of the packet p describes. It needs p's
-// offsets, so Parse and Encode call it once the headers are located.
-func (p *Packet) computeICRC() uint32 {
-	f := p.Frame
-	bth4 := f[p.bth+4]
-	f[p.bth+4] = 0xff
-	var crc uint32
-	switch p.Encap {
-	case EncapRoCEv2IPv4:
-		ip := f[p.l3:]
-		tos, ttl, csum := ip[1], ip[8], binary.BigEndian.Uint16(ip[10:])
-		ucsum := binary.BigEndian.Uint16(f[p.l4+6:])
-		ip[1], ip[8], ip[10], ip[11] = 0xff, 0xff, 0xff, 0xff
-		f[p.l4+6], f[p.l4+7] = 0xff, 0xff
-		crc = crc32.Update(crcOnes8, crc32.IEEETable, f[p.l3:p.icrc])
-		ip[1], ip[8] = tos, ttl
-		binary.BigEndian.PutUint16(ip[10:], csum)
-		binary.BigEndian.PutUint16(f[p.l4+6:], ucsum)
-	case EncapRoCEv2IPv6:
-		ip := f[p.l3:]
-		w := binary.BigEndian.Uint32(ip)
-		hop := ip[7]
-		ucsum := binary.BigEndian.Uint16(f[p.l4+6:])
-		binary.BigEndian.PutUint32(ip, w|0x0FFFFFFF)
-		ip[7] = 0xff
-		f[p.l4+6], f[p.l4+7] = 0xff, 0xff
-		crc = crc32.Update(crcOnes8, crc32.IEEETable, f[p.l3:p.icrc])
-		binary.BigEndian.PutUint32(ip, w)
-		ip[7] = hop
-		binary.BigEndian.PutUint16(f[p.l4+6:], ucsum)
-	case EncapRoCEv1:
-		crc = crcGlobal(f[p.grh:p.icrc])
-	case EncapIB:
-		if p.grh >= 0 {
-			crc = crcGlobal(f[p.grh:p.icrc])
-		} else {
-			b0 := f[p.lrh]
-			f[p.lrh] = b0 | 0xF0 // VL
-			crc = crc32.ChecksumIEEE(f[p.lrh:p.icrc])
-			f[p.lrh] = b0
-		}
+// Variant-field masks, one per header, ORed onto the bytes the ICRC reads.
+var (
+	maskLRH  = []byte{0xF0, 7: 0}                                  // VL
+	maskIPv4 = []byte{1: 0xFF, 8: 0xFF, 10: 0xFF, 11: 0xFF, 19: 0} // TOS, TTL, checksum
+	maskIPv6 = []byte{0x0F, 0xFF, 0xFF, 0xFF, 7: 0xFF, 39: 0}      // traffic class, flow label, hop limit
+	maskUDP  = []byte{6: 0xFF, 7: 0xFF}                            // checksum
+	maskBTH  = []byte{4: 0xFF, 11: 0}                              // FECN, BECN, Resv6a
+
+	// The masks of the usual header sequences, so that each is one pass.
+	maskRoCEv2IPv4 = concat(maskIPv4, maskUDP, maskBTH)
+	maskRoCEv2IPv6 = concat(maskIPv6, maskUDP, maskBTH)
+	maskGlobal     = concat(maskIPv6, maskBTH) // the GRH has the IPv6 layout
+	maskLocal      = concat(maskLRH, maskBTH)
+)
+
+func concat(parts ...[]byte) (out []byte) {
+	for _, p := range parts {
+		out = append(out, p...)
 	}
-	f[p.bth+4] = bth4
-	return crc
+	return out
 }
 
-// crcGlobal is the CRC of a packet that starts with a GRH, the LRH (if
-// any) counted as 8 bytes of ones.
-func crcGlobal(b []byte) uint32 {
-	w := binary.BigEndian.Uint32(b)
-	hop := b[7]
-	binary.BigEndian.PutUint32(b, w|0x0FFFFFFF)
-	b[7] = 0xff
-	crc := crc32.Update(crcOnes8, crc32.IEEETable, b)
-	binary.BigEndian.PutUint32(b, w)
-	b[7] = hop
-	return crc
+// computeICRC returns the ICRC of the packet p describes.
+func (p *Packet) computeICRC() uint32 {
+	f := p.Frame
+	var crc uint32
+	var start int
+	switch p.Encap {
+	case EncapRoCEv2IPv4:
+		start = p.l3
+		if ihl := p.l4 - p.l3; ihl != IPv4Len {
+			// IP options are invariant: the fixed header masked, the
+			// options as they are, then UDP and BTH masked.
+			crc = crcMasked(crcOnes8, f[start:], maskIPv4)
+			crc = crc32.Update(crc, crc32.IEEETable, f[start+IPv4Len:p.l4])
+			crc = crcMasked(crc, f[p.l4:], maskRoCEv2IPv4[IPv4Len:])
+			return crc32.Update(crc, crc32.IEEETable, f[p.bth+BTHLen:p.icrc])
+		}
+		crc = crcMasked(crcOnes8, f[start:], maskRoCEv2IPv4)
+	case EncapRoCEv2IPv6:
+		start = p.l3
+		crc = crcMasked(crcOnes8, f[start:], maskRoCEv2IPv6)
+	case EncapRoCEv1:
+		start = p.grh
+		crc = crcMasked(crcOnes8, f[start:], maskGlobal)
+	case EncapIB:
+		if p.grh >= 0 {
+			start = p.grh
+			crc = crcMasked(crcOnes8, f[start:], maskGlobal)
+		} else {
+			start = p.lrh
+			crc = crcMasked(0, f[start:], maskLocal)
+		}
+	}
+	return crc32.Update(crc, crc32.IEEETable, f[p.bth+BTHLen:p.icrc])
+}
+
+// ieeeTable8 holds the tables for an eight-bytes-a-step CRC-32 (IEEE,
+// reflected): table k is the CRC of a byte followed by k zero bytes.
+var ieeeTable8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for n := range t[0] {
+		c := t[0][n]
+		for k := 1; k < 8; k++ {
+			c = t[0][c&0xFF] ^ c>>8
+			t[k][n] = c
+		}
+	}
+	return t
+}()
+
+// crcMasked continues the CRC-32 crc over the first len(mask) bytes of b,
+// each ORed with its mask byte.
+func crcMasked(crc uint32, b, mask []byte) uint32 {
+	b = b[:len(mask)]
+	t := &ieeeTable8
+	c := ^crc
+	for len(b) >= 8 {
+		w := (binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(mask)) ^ uint64(c)
+		c = t[7][byte(w)] ^ t[6][byte(w>>8)] ^ t[5][byte(w>>16)] ^ t[4][byte(w>>24)] ^
+			t[3][byte(w>>32)] ^ t[2][byte(w>>40)] ^ t[1][byte(w>>48)] ^ t[0][byte(w>>56)]
+		b, mask = b[8:], mask[8:]
+	}
+	for i, x := range b {
+		c = t[0][byte(c)^(x|mask[i])] ^ c>>8
+	}
+	return ^c
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // IP and UDP as RoCEv2 carries the IBA transport (IBA 1.4 Annex A17.4).
 const (
@@ -85,7 +88,7 @@ func (h UDP) SetChecksum(v uint16) { binary.BigEndian.PutUint16(h[6:], v) }
 // is sent as 0xFFFF: zero means "no checksum", which IPv6 forbids.
 func udp6Checksum(ip IPv6, udp []byte) uint16 {
 	s := sum16(ip[8:40], 0)
-	s += uint64(len(udp)) + IPProtocolUDP
+	s = add1c(s, uint64(len(udp))+IPProtocolUDP)
 	s = sum16(udp[:6], s)
 	s = sum16(udp[8:], s)
 	c := ^foldChecksum(s)
@@ -99,36 +102,49 @@ func udp6Checksum(ip IPv6, udp []byte) uint16 {
 // right; udp is the header and data with the checksum as received.
 func udp6ChecksumValid(ip IPv6, udp []byte) bool {
 	s := sum16(ip[8:40], 0)
-	s += uint64(len(udp)) + IPProtocolUDP
+	s = add1c(s, uint64(len(udp))+IPProtocolUDP)
 	return foldChecksum(sum16(udp, s)) == 0xFFFF
 }
 
-// sum16 adds b as big-endian 16-bit words (odd length padded with zero)
-// to s, the one's complement sum of RFC 1071 before folding. It reads
-// eight bytes at a time: the carries accumulate in the upper bits of the
-// 64-bit sum and are folded once at the end.
+// sum16 adds b, as big-endian 16-bit words (an odd length padded with a
+// zero byte), to s: the one's complement sum of RFC 1071 before folding.
+// The one's complement sum of 16-bit words folds out of the one's
+// complement sum of 64-bit words (RFC 1071 §2(B)), so it adds eight bytes
+// at a time with an end-around carry.
 func sum16(b []byte, s uint64) uint64 {
+	var carry uint64
+	for len(b) >= 32 {
+		s, carry = bits.Add64(s, binary.BigEndian.Uint64(b), carry)
+		s, carry = bits.Add64(s, binary.BigEndian.Uint64(b[8:]), carry)
+		s, carry = bits.Add64(s, binary.BigEndian.Uint64(b[16:]), carry)
+		s, carry = bits.Add64(s, binary.BigEndian.Uint64(b[24:]), carry)
+		b = b[32:]
+	}
 	for len(b) >= 8 {
-		w := binary.BigEndian.Uint64(b)
-		s += w >> 48
-		s += w >> 32 & 0xFFFF
-		s += w >> 16 & 0xFFFF
-		s += w & 0xFFFF
+		s, carry = bits.Add64(s, binary.BigEndian.Uint64(b), carry)
 		b = b[8:]
 	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
+	s, carry = bits.Add64(s, carry, 0)
+	s += carry // cannot carry again: s is at most 2^64-2 after a carry out
+	var tail uint64
+	for i, x := range b {
+		tail |= uint64(x) << (56 - 8*i)
 	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
+	s, carry = bits.Add64(s, tail, 0)
+	return s + carry
 }
 
+// add1c adds v to the one's complement sum s, carry wrapped around.
+func add1c(s, v uint64) uint64 {
+	s, c := bits.Add64(s, v, 0)
+	return s + c
+}
+
+// foldChecksum folds a 64-bit one's complement sum to 16 bits.
 func foldChecksum(s uint64) uint16 {
-	for s > 0xFFFF {
-		s = s>>16 + s&0xFFFF
-	}
+	s = s>>32 + s&0xFFFFFFFF
+	s = s>>32 + s&0xFFFFFFFF
+	s = s>>16 + s&0xFFFF
+	s = s>>16 + s&0xFFFF
 	return uint16(s)
 }

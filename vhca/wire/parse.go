@@ -138,7 +138,7 @@ func (p *Packet) udpChecksumValid(off, end int) bool {
 	} else {
 		s = sum16(f[p.l3+8:p.l3+40], 0)
 	}
-	s += uint64(end-off) + IPProtocolUDP
+	s = add1c(s, uint64(end-off)+IPProtocolUDP)
 	return foldChecksum(sum16(f[off:end], s)) == 0xFFFF
 }
 
