@@ -156,6 +156,8 @@ func (h *Headers) lengthsFit(p *Packet) bool {
 		return p.icrc+ICRCLen <= MaxPktLen*4
 	case EncapRoCEv2IPv4:
 		return p.end-p.l3 <= 0xFFFF
+	case EncapRoCEv2IPv6:
+		return p.end-p.l4 <= 0xFFFF // IPv6 payload length and UDP length
 	default:
 		return p.end-p.bth <= 0xFFFF
 	}

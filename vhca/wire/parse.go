@@ -20,8 +20,11 @@ func ParseEthernet(frame []byte, p *Packet) error {
 	etype := binary.BigEndian.Uint16(frame[off:])
 	p.VLANs = 0
 	for etype == EtherTypeVLAN || etype == EtherTypeQinQ {
-		if p.VLANs == 2 || len(frame) < off+2+VLANTagLen {
+		if p.VLANs == 2 {
 			return ErrNotRoCE
+		}
+		if len(frame) < off+2+VLANTagLen {
+			return ErrTruncated
 		}
 		off += VLANTagLen
 		etype = binary.BigEndian.Uint16(frame[off:])
@@ -70,11 +73,11 @@ func (p *Packet) parseIPv4(off int) error {
 	if total < ihl || !ip.ChecksumValid() {
 		return ErrBadIPHeader
 	}
-	if ip.MF() || ip.FragOffset() != 0 {
-		return ErrIPFragment
-	}
 	if ip.Protocol() != IPProtocolUDP {
 		return ErrNotRoCE
+	}
+	if ip.MF() || ip.FragOffset() != 0 {
+		return ErrIPFragment
 	}
 	p.l3 = off
 	return p.parseUDP(off+ihl, off+total)
@@ -160,7 +163,7 @@ func ParseIB(frame []byte, p *Packet) error {
 	if end+VCRCLen > len(frame) {
 		return ErrTruncated
 	}
-	if end < LRHLen || end+VCRCLen != len(frame) {
+	if end+VCRCLen != len(frame) {
 		return ErrBadLength
 	}
 	if VCRC(frame[:end]) != binary.LittleEndian.Uint16(frame[end:]) {
