@@ -1,0 +1,115 @@
+package vhca
+
+// WC is a work completion (ibv_wc).
+type WC struct {
+	WRID      uint64
+	Status    WCStatus
+	Opcode    WCOpcode
+	VendorErr uint32
+	ByteLen   uint32
+	Imm       uint32 // immediate data, or the invalidated R_Key with WCWithInv
+	QPNum     uint32
+	SrcQP     uint32
+	Flags     WCFlags
+	PKeyIndex uint16
+	SLID      uint16
+	SL        uint8
+	DLIDPath  uint8
+}
+
+// CQ is a completion queue (IBA 1.4 ch. 10, completion queues). A CQ that
+// overflows loses no completion silently: it goes to error, raises
+// EventCQErr, and takes no more completions (IBA 1.4: CQ overrun is an
+// affiliated asynchronous error).
+type CQ struct {
+	dev    *Device
+	Handle uint32
+	ring   []WC
+	head   int // oldest entry
+	count  int
+	armed  cqArm
+	Err    bool // overrun: the CQ is unusable
+	users  int  // QPs and SRQs completing into it
+}
+
+type cqArm uint8
+
+const (
+	cqUnarmed cqArm = iota
+	cqArmedNext
+	cqArmedSolicited
+)
+
+// CreateCQ makes a CQ of at least cqe entries.
+func (d *Device) CreateCQ(cqe int) (*CQ, error) {
+	if cqe < 1 || cqe > d.Attr.MaxCQE {
+		return nil, invalid("CQ of %d entries (1..%d)", cqe, d.Attr.MaxCQE)
+	}
+	if len(d.cqs) >= d.Attr.MaxCQ {
+		return nil, errLimit("CQs", d.Attr.MaxCQ)
+	}
+	d.nextHandle++
+	cq := &CQ{dev: d, Handle: d.nextHandle, ring: make([]WC, cqe)}
+	d.cqs[cq.Handle] = cq
+	return cq, nil
+}
+
+// DestroyCQ destroys a CQ no QP uses any more.
+func (d *Device) DestroyCQ(cq *CQ) error {
+	if cq == nil || d.cqs[cq.Handle] != cq {
+		return ErrNoSuchObject
+	}
+	if cq.users > 0 {
+		return ErrBusy
+	}
+	delete(d.cqs, cq.Handle)
+	return nil
+}
+
+// Cap is how many completions the CQ holds.
+func (cq *CQ) Cap() int { return len(cq.ring) }
+
+// Len is how many completions wait to be polled.
+func (cq *CQ) Len() int { return cq.count }
+
+// Poll moves up to len(out) completions, oldest first, into out.
+func (cq *CQ) Poll(out []WC) int {
+	n := 0
+	for n < len(out) && cq.count > 0 {
+		out[n] = cq.ring[cq.head]
+		cq.head = (cq.head + 1) % len(cq.ring)
+		cq.count--
+		n++
+	}
+	return n
+}
+
+// ReqNotify arms the CQ: the next completion (the next solicited or error
+// completion, if solicitedOnly) raises one EventCompletion.
+func (cq *CQ) ReqNotify(solicitedOnly bool) {
+	if solicitedOnly && cq.armed != cqArmedNext {
+		cq.armed = cqArmedSolicited
+	} else {
+		cq.armed = cqArmedNext
+	}
+}
+
+// push adds a completion; solicited says the message asked for an event.
+// It reports false if the CQ has overflowed (now or before).
+func (cq *CQ) push(wc *WC, solicited bool) bool {
+	if cq.Err {
+		return false
+	}
+	if cq.count == len(cq.ring) {
+		cq.Err = true
+		cq.dev.raise(Event{Type: EventCQErr, CQ: cq})
+		return false
+	}
+	cq.ring[(cq.head+cq.count)%len(cq.ring)] = *wc
+	cq.count++
+	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
+		cq.armed = cqUnarmed
+		cq.dev.raise(Event{Type: EventCompletion, CQ: cq})
+	}
+	return true
+}

@@ -1,0 +1,240 @@
+package vhca
+
+import (
+	"encoding/binary"
+
+	"github.com/softib/softib/vhca/wire"
+)
+
+// The device's side of the link, without I/O: Receive takes a frame in,
+// Transmit builds the next frame to send into the caller's buffer (a TAP
+// write buffer, an AF_XDP frame, a cable datagram), and Deadline and
+// Advance drive the timers. The link pulls: a link that cannot send (no
+// credits, a full ring) simply does not call Transmit, and the back
+// pressure reaches the requesters.
+
+// Receive processes one frame that arrived on port. Malformed frames and
+// frames for no QP are counted and dropped.
+func (d *Device) Receive(now Time, port uint8, frame []byte) {
+	pt := d.Port(port)
+	if pt == nil {
+		return
+	}
+	p := &d.rx
+	var err error
+	if pt.LinkLayer == LinkLayerInfiniBand {
+		err = wire.ParseIB(frame, p)
+	} else {
+		err = wire.ParseEthernet(frame, p)
+	}
+	if err != nil {
+		if e, ok := err.(wire.ParseError); ok && e < wire.NumParseErrors {
+			pt.Counters.RcvMalformed[e]++
+		}
+		return
+	}
+	pt.Counters.RcvPackets++
+	pt.Counters.RcvBytes += uint64(p.Len())
+	qp := d.qps[p.BTH().DestQP()]
+	if qp == nil || qp.port != pt {
+		pt.Counters.RcvNoQP++
+		return
+	}
+	if p.Opcode.Transport() != transportOf(qp.Type) {
+		pt.Counters.RcvBadOpcode++
+		return
+	}
+	if !pkeyMatch(p.BTH().PKey(), pt.PKeys[qp.attr.PKeyIndex]) {
+		// A P_Key mismatch leaves no trace but this counter (IBA 1.4
+		// §9.6: the packet is silently dropped).
+		pt.Counters.RcvPKeyDrops++
+		return
+	}
+	switch {
+	case p.Info.Response:
+		if qp.Type == QPTypeRC && (qp.state == QPStateRTS || qp.state == QPStateSQD) {
+			d.onResponse(now, qp, p)
+		} else {
+			pt.Counters.RcvNoQP++
+		}
+	case qp.state == QPStateRTR || qp.state == QPStateRTS || qp.state == QPStateSQD || qp.state == QPStateSQE:
+		d.onRequest(now, qp, p)
+	default:
+		pt.Counters.RcvNoQP++
+	}
+}
+
+// pkeyMatch is the partition check (IBA 1.4 §10.9.3): the low 15 bits
+// equal and at least one of the two a full member.
+func pkeyMatch(a, b uint16) bool {
+	return a&0x7FFF == b&0x7FFF && (a|b)&0x8000 != 0 && a&0x7FFF != 0
+}
+
+// Transmit builds the next frame the device has to send into buf and
+// returns its length and port, or 0 if nothing is ready now. QPs take
+// turns, a packet each; a QP's responses go before its requests.
+func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
+	for len(d.ready) > 0 {
+		qp := d.ready[0]
+		d.ready = d.ready[1:]
+		qp.ready = false
+		n := d.nextResponse(qp, buf)
+		if n == 0 {
+			n = d.nextRequest(now, qp, buf)
+		}
+		if n == 0 {
+			continue
+		}
+		d.schedule(qp) // more may follow; checked on its next turn
+		pt := qp.port
+		pt.Counters.XmitPackets++
+		pt.Counters.XmitBytes += uint64(n)
+		return n, pt.Num
+	}
+	if cap(d.ready) > 4*len(d.qps)+16 {
+		d.ready = nil
+	}
+	return 0, 0
+}
+
+func (d *Device) schedule(qp *QP) {
+	if !qp.ready {
+		qp.ready = true
+		d.ready = append(d.ready, qp)
+	}
+}
+
+func (d *Device) unschedule(qp *QP) {
+	if qp.ready {
+		qp.ready = false
+		for i, q := range d.ready {
+			if q == qp {
+				d.ready = append(d.ready[:i], d.ready[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// Deadline is the earliest time at which Advance has work: a
+// retransmission timeout or the end of an RNR wait. Zero: none.
+func (d *Device) Deadline() Time {
+	var t Time
+	for _, qp := range d.qpList {
+		for _, x := range [2]Time{qp.req.timer, qp.req.rnrWait} {
+			if x != 0 && (t == 0 || x < t) {
+				t = x
+			}
+		}
+	}
+	return t
+}
+
+// Advance fires the timers due at now.
+func (d *Device) Advance(now Time) {
+	for _, qp := range d.qpList {
+		if qp.req.timer != 0 && qp.req.timer <= now {
+			d.onTimeout(now, qp)
+		}
+		if qp.req.rnrWait != 0 && qp.req.rnrWait <= now {
+			d.schedule(qp)
+		}
+	}
+}
+
+// buildHeaderTemplate fills the fields of qp.hdr that come from the QP and
+// its path: encapsulation, addresses, P_Key, destination QP.
+func (qp *QP) buildHeaderTemplate() {
+	pt := qp.port
+	if pt == nil {
+		return
+	}
+	h := &qp.hdr
+	h.PKey = pt.PKeys[qp.attr.PKeyIndex]
+	h.DestQP = qp.attr.DestQPN
+	h.SrcQP = qp.Num
+	h.QKey = qp.attr.QKey
+	if qp.Type != QPTypeUD {
+		setPath(h, pt, &qp.attr.AV, flowLabel(qp.Num, qp.attr.DestQPN, qp.attr.AV.GRH.FlowLabel))
+	}
+}
+
+// setPath fills h's link and network fields for the path av describes.
+func setPath(h *wire.Headers, pt *Port, av *AV, flow uint32) {
+	if pt.LinkLayer == LinkLayerInfiniBand {
+		h.Encap = wire.EncapIB
+		h.DLID, h.SLID = av.DLID, pt.LID|uint16(av.SrcPathBits)
+		h.SL, h.VL = av.SL, 0
+		h.GRH = av.IsGlobal
+	} else {
+		h.SrcMAC, h.DstMAC = pt.MAC, av.DMAC
+		h.Encap = wire.EncapRoCEv2IPv6
+		if int(av.GRH.SGIDIndex) < len(pt.GIDs) {
+			e := pt.GIDs[av.GRH.SGIDIndex]
+			switch {
+			case e.Type == GIDTypeRoCEv1:
+				h.Encap = wire.EncapRoCEv1
+			case isIPv4Mapped(e.GID):
+				h.Encap = wire.EncapRoCEv2IPv4
+			}
+		}
+		h.DontFragment = true
+		h.UDPSrcPort = udpSourcePort(flow)
+	}
+	if int(av.GRH.SGIDIndex) < len(pt.GIDs) {
+		h.SGID = pt.GIDs[av.GRH.SGIDIndex].GID
+	}
+	h.DGID = av.GRH.DGID
+	h.TClass, h.FlowLabel, h.HopLimit = av.GRH.TrafficClass, flow, av.GRH.HopLimit
+	if h.HopLimit == 0 {
+		h.HopLimit = 64
+	}
+}
+
+func isIPv4Mapped(g wire.GID) bool {
+	return binary.BigEndian.Uint64(g[0:]) == 0 && binary.BigEndian.Uint32(g[8:]) == 0xFFFF
+}
+
+// flowLabel is the flow label of a connected QP's packets: the AV's if it
+// has one, else the one rdma_calc_flow_label derives from the two QPNs,
+// symmetric so that both directions of a connection hash alike, as Linux
+// does for QPs connected without RDMA CM.
+func flowLabel(lqpn, rqpn, given uint32) uint32 {
+	if given != 0 {
+		return given & wire.MaxFlowLabel
+	}
+	v := uint64(lqpn) * uint64(rqpn)
+	v ^= v >> 20
+	v ^= v >> 40
+	return uint32(v) & wire.MaxFlowLabel
+}
+
+// udpSourcePort folds a flow label into the RoCEv2 UDP source port range
+// 0xC000-0xFFFF (rdma_flow_label_to_udp_sport).
+func udpSourcePort(fl uint32) uint16 {
+	low, high := fl&0x3FFF, fl&0xFC000
+	low ^= high >> 14
+	return uint16(low | 0xC000)
+}
+
+// udUDPSourcePort is a UD QP's source port: Linux hashes the QPN
+// (0xC000 + hash_32(qpn, 14)) since a datagram QP has no peer.
+func udUDPSourcePort(qpn uint32) uint16 {
+	return 0xC000 + uint16((qpn*0x61C88647)>>(32-14))
+}
+
+// setUDDestination fills the per-datagram fields of a UD send: the AH's
+// path, the destination QP and the Q_Key (a Q_Key with its high bit set
+// means "use the QP's own", the controlled Q_Key rule of IBA 1.4 §10.2.5).
+func (d *Device) setUDDestination(qp *QP, w *sendWQE, h *wire.Headers) {
+	av := &w.wr.AH.AV
+	setPath(h, qp.port, av, av.GRH.FlowLabel)
+	if qp.port.LinkLayer == LinkLayerEthernet && av.GRH.FlowLabel == 0 {
+		h.UDPSrcPort = udUDPSourcePort(qp.Num)
+	}
+	h.DestQP = w.wr.RemoteQPN
+	h.QKey = w.wr.RemoteQKey
+	if h.QKey&0x80000000 != 0 {
+		h.QKey = qp.attr.QKey
+	}
+}

@@ -1,0 +1,111 @@
+package vhca
+
+import "github.com/softib/softib/vhca/wire"
+
+// LinkLayer is what a port is cabled to (IBV_LINK_LAYER_*).
+type LinkLayer uint8
+
+const (
+	LinkLayerInfiniBand LinkLayer = 1
+	LinkLayerEthernet   LinkLayer = 2
+)
+
+// PortState is a port's logical state (ibv_port_state, IBA 1.4 §7.2).
+type PortState uint8
+
+const (
+	PortDown   PortState = 1
+	PortInit   PortState = 2
+	PortArmed  PortState = 3
+	PortActive PortState = 4
+)
+
+// GIDType says how a GID table entry is used on the wire.
+type GIDType uint8
+
+const (
+	GIDTypeIB     GIDType = iota // native IB: GRH when the path is global
+	GIDTypeRoCEv1                // Ethernet, ethertype 0x8915, GRH
+	GIDTypeRoCEv2                // Ethernet, IPv4 or IPv6, UDP 4791
+)
+
+// GIDEntry is one entry of a port's GID table.
+type GIDEntry struct {
+	GID  wire.GID
+	Type GIDType
+}
+
+// PortConfig describes a port when the device is made.
+type PortConfig struct {
+	LinkLayer LinkLayer
+	MaxMTU    MTU
+	ActiveMTU MTU
+	LID       uint16 // IB: assigned by the SM (static in labs)
+	LMC       uint8
+	SMLID     uint16
+	MAC       wire.MAC // Ethernet
+	GIDs      []GIDEntry
+	PKeys     []uint16 // nil: the default partition 0xFFFF alone
+}
+
+// Port is a vHCA port: its state, addresses and tables, and its counters.
+type Port struct {
+	dev       *Device
+	Num       uint8
+	LinkLayer LinkLayer
+	State     PortState
+	MaxMTU    MTU
+	ActiveMTU MTU
+	LID       uint16
+	LMC       uint8
+	SMLID     uint16
+	MAC       wire.MAC
+	GIDs      []GIDEntry
+	PKeys     []uint16
+	Counters  PortCounters
+}
+
+func newPort(d *Device, num uint8, c PortConfig) (*Port, error) {
+	if c.LinkLayer != LinkLayerInfiniBand && c.LinkLayer != LinkLayerEthernet {
+		return nil, invalid("port %d: unknown link layer %d", num, c.LinkLayer)
+	}
+	if c.MaxMTU == 0 {
+		c.MaxMTU = MTU4096
+	}
+	if c.ActiveMTU == 0 {
+		c.ActiveMTU = c.MaxMTU
+	}
+	if c.MaxMTU.Bytes() == 0 || c.ActiveMTU.Bytes() == 0 || c.ActiveMTU > c.MaxMTU {
+		return nil, invalid("port %d: MTUs %d/%d", num, c.ActiveMTU, c.MaxMTU)
+	}
+	p := &Port{
+		dev: d, Num: num, LinkLayer: c.LinkLayer, State: PortActive,
+		MaxMTU: c.MaxMTU, ActiveMTU: c.ActiveMTU,
+		LID: c.LID, LMC: c.LMC, SMLID: c.SMLID, MAC: c.MAC,
+		GIDs:  append([]GIDEntry(nil), c.GIDs...),
+		PKeys: append([]uint16(nil), c.PKeys...),
+	}
+	if len(p.PKeys) == 0 {
+		p.PKeys = []uint16{wire.DefaultPKey}
+	}
+	return p, nil
+}
+
+// PortCounters count what a port sent, received and dropped, and why.
+type PortCounters struct {
+	XmitPackets, XmitBytes uint64
+	RcvPackets, RcvBytes   uint64
+	// Drops of received packets, by cause.
+	RcvMalformed [wire.NumParseErrors]uint64 // refused by the parser, by ParseError
+	RcvPKeyDrops uint64                      // P_Key not the QP's: silently dropped (IBA 1.4 §9.6)
+	RcvQKeyDrops uint64                      // UD Q_Key mismatch
+	RcvNoQP      uint64                      // no QP by that number, or not in a receiving state
+	RcvBadOpcode uint64                      // opcode of another transport than the QP's, or out of sequence
+	RcvPSNDrops  uint64                      // duplicate or out-of-sequence packets dropped
+	Retransmits  uint64                      // request packets sent again
+	RNRNAKsSent  uint64
+	RNRNAKsRcvd  uint64
+	NAKsSent     uint64
+	NAKsRcvd     uint64
+	Timeouts     uint64 // retransmission timer expiries
+}
