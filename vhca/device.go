@@ -113,7 +113,7 @@ type Device struct {
 	qps        map[uint32]*QP
 	qpList     []*QP // in creation order: timers fire in a deterministic order
 	nextQPN    uint32
-	ready      []*QP // QPs that may have a packet to send
+	ready      qpRing // QPs that may have a packet to send, in turn
 	rx         wire.Packet
 	events     []Event
 }

@@ -74,9 +74,8 @@ func pkeyMatch(a, b uint16) bool {
 // returns its length and port, or 0 if nothing is ready now. QPs take
 // turns, a packet each; a QP's responses go before its requests.
 func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
-	for len(d.ready) > 0 {
-		qp := d.ready[0]
-		d.ready = d.ready[1:]
+	for d.ready.n > 0 {
+		qp := d.ready.pop()
 		qp.ready = false
 		n := d.nextResponse(qp, buf)
 		if n == 0 {
@@ -91,29 +90,7 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 		pt.Counters.XmitBytes += uint64(n)
 		return n, pt.Num
 	}
-	if cap(d.ready) > 4*len(d.qps)+16 {
-		d.ready = nil
-	}
 	return 0, 0
-}
-
-func (d *Device) schedule(qp *QP) {
-	if !qp.ready {
-		qp.ready = true
-		d.ready = append(d.ready, qp)
-	}
-}
-
-func (d *Device) unschedule(qp *QP) {
-	if qp.ready {
-		qp.ready = false
-		for i, q := range d.ready {
-			if q == qp {
-				d.ready = append(d.ready[:i], d.ready[i+1:]...)
-				break
-			}
-		}
-	}
 }
 
 // Deadline is the earliest time at which Advance has work: a

@@ -109,3 +109,49 @@ type PortCounters struct {
 	NAKsRcvd     uint64
 	Timeouts     uint64 // retransmission timer expiries
 }
+
+// PortAttr is what ibv_query_port tells of a port.
+type PortAttr struct {
+	State      PortState
+	MaxMTU     MTU
+	ActiveMTU  MTU
+	GIDTblLen  int
+	PKeyTblLen int
+	LID        uint16
+	SMLID      uint16
+	LMC        uint8
+	LinkLayer  LinkLayer
+	MaxMsgSize uint32
+}
+
+// QueryDevice returns the device's attributes (ibv_query_device).
+func (d *Device) QueryDevice() DeviceAttr { return d.Attr }
+
+// QueryPort returns port n's attributes (ibv_query_port).
+func (d *Device) QueryPort(n uint8) (PortAttr, error) {
+	p := d.Port(n)
+	if p == nil {
+		return PortAttr{}, invalid("port %d", n)
+	}
+	return PortAttr{State: p.State, MaxMTU: p.MaxMTU, ActiveMTU: p.ActiveMTU, GIDTblLen: len(p.GIDs),
+		PKeyTblLen: len(p.PKeys), LID: p.LID, SMLID: p.SMLID, LMC: p.LMC, LinkLayer: p.LinkLayer,
+		MaxMsgSize: d.Attr.MaxMsgSize}, nil
+}
+
+// QueryGID returns entry index of port n's GID table (ibv_query_gid).
+func (d *Device) QueryGID(n uint8, index int) (GIDEntry, error) {
+	p := d.Port(n)
+	if p == nil || index < 0 || index >= len(p.GIDs) {
+		return GIDEntry{}, invalid("GID %d of port %d", index, n)
+	}
+	return p.GIDs[index], nil
+}
+
+// QueryPKey returns entry index of port n's P_Key table (ibv_query_pkey).
+func (d *Device) QueryPKey(n uint8, index int) (uint16, error) {
+	p := d.Port(n)
+	if p == nil || index < 0 || index >= len(p.PKeys) {
+		return 0, invalid("P_Key %d of port %d", index, n)
+	}
+	return p.PKeys[index], nil
+}

@@ -123,9 +123,9 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 	r := &qp.resp
 	info := p.Info
 	psn := p.BTH().PSN()
-	// Opcode sequence (IBA 1.4 §9.7.5.2.3? the "valid opcode sequence"
-	// check): a message in progress continues with its own middle or
-	// last packet; otherwise a new one starts.
+	// Opcode sequence (IBA 1.4 §9.7.5.2, responder checks): a message in
+	// progress continues with its own middle or last packet; otherwise a
+	// new one starts.
 	cont := info.Position == wire.Middle || info.Position == wire.Last
 	if r.inMessage != cont || cont && info.Operation != r.op {
 		return nakInvalidRequest, WCRemInvReqErr
@@ -243,7 +243,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 }
 
 // checkRKey is the responder's memory access check, in the spec's order
-// (IBA 1.4 §9.7.5.2.? "R_Key validation"; C9-...): the key names a valid
+// (IBA 1.4 §9.7.5.2 and ch. 10, memory access validation): the key names a valid
 // region, of the QP's PD, whose rights and the QP's allow the access,
 // and the whole range lies inside it.
 func (d *Device) checkRKey(qp *QP, rkey uint32, va, n uint64, access Access) nakCode {

@@ -86,5 +86,6 @@ func (d *Device) onUDRequest(qp *QP, p *wire.Packet) {
 }
 
 // grhAreaLen is the room at the start of every UD receive buffer for the
-// GRH of the datagram (IBA 1.4 §11.4.1.2? the verbs' "40 bytes").
+// GRH of the datagram, whether or not it came with one (ibv_post_recv(3)
+// on UD QPs).
 const grhAreaLen = 40

@@ -1,0 +1,60 @@
+package vhca
+
+// qpRing is the FIFO of QPs that may have a packet to send: Transmit takes
+// them in turn. A ring, so that taking turns allocates nothing.
+type qpRing struct {
+	buf     []*QP
+	head, n int
+}
+
+func (r *qpRing) push(qp *QP) {
+	if r.n == len(r.buf) {
+		grown := make([]*QP, max(16, 2*len(r.buf)))
+		for i := range r.n {
+			grown[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = qp
+	r.n++
+}
+
+func (r *qpRing) pop() *QP {
+	qp := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return qp
+}
+
+// remove takes qp out wherever it stands (rare: a QP destroyed, reset or
+// in error).
+func (r *qpRing) remove(qp *QP) {
+	for i := range r.n {
+		if r.buf[(r.head+i)%len(r.buf)] != qp {
+			continue
+		}
+		for k := i; k < r.n-1; k++ {
+			r.buf[(r.head+k)%len(r.buf)] = r.buf[(r.head+k+1)%len(r.buf)]
+		}
+		r.n--
+		r.buf[(r.head+r.n)%len(r.buf)] = nil
+		return
+	}
+}
+
+// schedule puts qp on the transmit ring if it is not there.
+func (d *Device) schedule(qp *QP) {
+	if !qp.ready {
+		qp.ready = true
+		d.ready.push(qp)
+	}
+}
+
+// unschedule takes qp off the transmit ring.
+func (d *Device) unschedule(qp *QP) {
+	if qp.ready {
+		qp.ready = false
+		d.ready.remove(qp)
+	}
+}
