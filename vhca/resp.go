@@ -459,11 +459,21 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 		return 0
 	}
 	if done {
-		fatal := it.fatal
+		fatal, syn := it.fatal, it.syn
 		r.queue = r.queue[:copy(r.queue, r.queue[1:])]
 		if fatal {
+			// The responder's affiliated asynchronous error (IBA 1.4
+			// ch. 11; ibv_get_async_event(3)): an invalid request, an
+			// access violation, or another catastrophic QP error.
+			ev := EventQPFatal
+			switch syn.Value() {
+			case wire.NAKInvalidRequest:
+				ev = EventQPReqErr
+			case wire.NAKRemoteAccessError:
+				ev = EventQPAccessErr
+			}
 			d.setState(qp, QPStateError)
-			d.raise(Event{Type: EventQPFatal, QP: qp})
+			d.raise(Event{Type: ev, QP: qp})
 		}
 	}
 	return p.Len()

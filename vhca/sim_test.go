@@ -104,7 +104,7 @@ func (s *sim) run(limit Time, done func() bool) {
 		if done() {
 			return
 		}
-		if iter == 2_000_000 {
+		if iter == 1_000_000_000 {
 			s.t.Fatalf("simulator stuck at %v: %s", s.now, s.describe())
 		}
 		busy := false
