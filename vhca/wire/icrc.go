@@ -25,7 +25,7 @@ import (
 // all of them against real rxe and InfiniBand hardware captures.
 //
 // The frame is only read. The headers up to the BTH are run through a CRC
-// of our own that ORs each 8-byte word with a constant mask of the variant
+// of our own (sixteen bytes a step) that ORs each 8-byte word with a constant mask of the variant
 // fields as it loads it; the rest, the bulk, goes through hash/crc32 and
 // its carry-less multiply. Masking in the frame instead (write ones, CRC,
 // write back) measured 13-36 ns slower per packet: a store into the first
@@ -94,13 +94,13 @@ func (p *Packet) computeICRC() uint32 {
 	return crc32.Update(crc, crc32.IEEETable, f[p.bth+BTHLen:p.icrc])
 }
 
-// ieeeTable8 holds the tables for an eight-bytes-a-step CRC-32 (IEEE,
+// ieeeTable16 holds the tables for a sixteen-bytes-a-step CRC-32 (IEEE,
 // reflected): table k is the CRC of a byte followed by k zero bytes.
-var ieeeTable8 = func() (t [8][256]uint32) {
+var ieeeTable16 = func() (t [16][256]uint32) {
 	t[0] = *crc32.IEEETable
 	for n := range t[0] {
 		c := t[0][n]
-		for k := 1; k < 8; k++ {
+		for k := 1; k < 16; k++ {
 			c = t[0][c&0xFF] ^ c>>8
 			t[k][n] = c
 		}
@@ -112,9 +112,18 @@ var ieeeTable8 = func() (t [8][256]uint32) {
 // each ORed with its mask byte.
 func crcMasked(crc uint32, b, mask []byte) uint32 {
 	b = b[:len(mask)]
-	t := &ieeeTable8
+	t := &ieeeTable16
 	c := ^crc
-	for len(b) >= 8 {
+	for len(b) >= 16 {
+		w := (binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(mask)) ^ uint64(c)
+		v := binary.LittleEndian.Uint64(b[8:]) | binary.LittleEndian.Uint64(mask[8:])
+		c = t[15][byte(w)] ^ t[14][byte(w>>8)] ^ t[13][byte(w>>16)] ^ t[12][byte(w>>24)] ^
+			t[11][byte(w>>32)] ^ t[10][byte(w>>40)] ^ t[9][byte(w>>48)] ^ t[8][byte(w>>56)] ^
+			t[7][byte(v)] ^ t[6][byte(v>>8)] ^ t[5][byte(v>>16)] ^ t[4][byte(v>>24)] ^
+			t[3][byte(v>>32)] ^ t[2][byte(v>>40)] ^ t[1][byte(v>>48)] ^ t[0][byte(v>>56)]
+		b, mask = b[16:], mask[16:]
+	}
+	if len(b) >= 8 {
 		w := (binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(mask)) ^ uint64(c)
 		c = t[7][byte(w)] ^ t[6][byte(w>>8)] ^ t[5][byte(w>>16)] ^ t[4][byte(w>>24)] ^
 			t[3][byte(w>>32)] ^ t[2][byte(w>>40)] ^ t[1][byte(w>>48)] ^ t[0][byte(w>>56)]
