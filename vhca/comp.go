@@ -45,6 +45,7 @@ func (d *Device) onResponse(now Time, qp *QP, p *wire.Packet) {
 		}
 		d.progress(now, qp, psnAdd(psn, 1))
 		d.retire(qp, WCSuccess)
+		d.sqDrained(qp)
 	case wire.OpAcknowledge:
 		switch syn.Kind() {
 		case wire.SyndromeACK:
@@ -287,7 +288,7 @@ func (d *Device) onTimeout(now Time, qp *QP) {
 // sqDrained raises the SQ drained event once a QP in SQD has no WQE left
 // in flight (IBA 1.4 §10.3.1, the SQD state).
 func (d *Device) sqDrained(qp *QP) {
-	if qp.state == QPStateSQD && qp.req.sqdEvent && qp.sqHead == qp.sqNext && qp.req.offset == 0 {
+	if qp.state == QPStateSQD && qp.req.sqdEvent && !qp.inFlight() {
 		qp.req.sqdEvent = false
 		d.raise(Event{Type: EventSQDrained, QP: qp})
 	}

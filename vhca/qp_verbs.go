@@ -134,11 +134,17 @@ func (d *Device) DestroyQP(qp *QP) error {
 // State is the QP's current state.
 func (qp *QP) State() QPState { return qp.state }
 
+// inFlight reports whether a WQE has been started and not completed. WQEs
+// start in order, so it is enough to look at the oldest.
+func (qp *QP) inFlight() bool {
+	return qp.sqHead != qp.sqTail && qp.sq[qp.sqHead%uint32(len(qp.sq))].npsn != 0
+}
+
 // QueryQP returns the QP's attributes and its creation attributes.
 func (d *Device) QueryQP(qp *QP) (QPAttr, QPInitAttr) {
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
-	a.SQDraining = qp.state == QPStateSQD && qp.sqHead != qp.sqNext
+	a.SQDraining = qp.state == QPStateSQD && qp.inFlight()
 	return a, QPInitAttr{Type: qp.Type, SendCQ: qp.SendCQ, RecvCQ: qp.RecvCQ, SRQ: qp.SRQ, Cap: qp.cap, SigAll: qp.sigAll}
 }
 
@@ -313,7 +319,9 @@ func (d *Device) flush(qp *QP) {
 	}
 	qp.sqNext = qp.sqHead
 	qp.req.timer, qp.req.rnrWait = 0, 0
-	if qp.resp.inMessage && qp.resp.haveWQE {
+	if qp.resp.haveWQE {
+		// The WQE the responder took for a message in progress, or kept
+		// from a UC message it abandoned, is returned too.
 		d.completeRecv(qp, &qp.resp.wqe, &WC{Status: WCWRFlushErr, Opcode: WCRecv})
 		qp.resp.haveWQE = false
 	}

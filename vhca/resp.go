@@ -250,6 +250,11 @@ func (d *Device) checkRKey(qp *QP, rkey uint32, va, n uint64, access Access) nak
 	if n > uint64(d.Attr.MaxMsgSize) {
 		return nakInvalidRequest
 	}
+	if n == 0 {
+		// A zero-length RDMA operation touches no memory: its R_Key and
+		// VA are not checked (IBA 1.4 C9-88, as rxe's check_rkey).
+		return noNAK
+	}
 	mr := d.lookupMR(rkey)
 	if mr == nil || mr.PD != qp.PD || mr.Access&access == 0 || qp.attr.AccessFlags&access == 0 {
 		return nakRemoteAccess
@@ -377,17 +382,20 @@ func (d *Device) finishRecv(qp *QP, wc *WC, solicited bool) {
 	r.msn = psnAdd(r.msn, 1)
 	wc.SrcQP = qp.attr.DestQPN
 	wc.PKeyIndex = qp.attr.PKeyIndex
-	d.completeRecv(qp, &r.wqe, wc)
+	d.pushRecv(qp, &r.wqe, wc, solicited)
 	r.haveWQE = false
 	r.recvOff = 0
-	_ = solicited
 }
 
 // completeRecv writes a receive completion.
-func (d *Device) completeRecv(qp *QP, w *recvWQE, wc *WC) {
+func (d *Device) completeRecv(qp *QP, w *recvWQE, wc *WC) { d.pushRecv(qp, w, wc, false) }
+
+// pushRecv writes a receive completion; solicited is the message's SE bit,
+// which wakes a CQ armed for solicited completions only.
+func (d *Device) pushRecv(qp *QP, w *recvWQE, wc *WC, solicited bool) {
 	wc.WRID = w.wrid
 	wc.QPNum = qp.Num
-	qp.RecvCQ.push(wc, false)
+	qp.RecvCQ.push(wc, solicited)
 }
 
 // responderError NAKs a request the responder refuses and ends the QP in
@@ -427,9 +435,8 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 	case respRead:
 		res := &it.res
 		n := min(res.length-it.off, uint32(qp.mtu))
-		mr := d.lookupMR(res.rkey)
-		var ok bool
-		if mr != nil && mr.PD == qp.PD {
+		ok := n == 0
+		if mr := d.lookupMR(res.rkey); n > 0 && mr != nil && mr.PD == qp.PD {
 			payload, ok = mr.span(res.va+uint64(it.off), uint64(n))
 		}
 		if !ok {
