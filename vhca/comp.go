@@ -265,8 +265,9 @@ func (d *Device) completerError(qp *QP, status WCStatus) {
 		}
 		d.retire(qp, status)
 	}
+	// The error completion reports it; no asynchronous event (as rxe
+	// and mlx5: events are for errors no completion can carry).
 	d.setState(qp, QPStateError)
-	d.raise(Event{Type: EventQPFatal, QP: qp})
 }
 
 // onTimeout is the local ACK timeout: go back to the oldest unacknowledged

@@ -6,12 +6,20 @@ import "github.com/softib/softib/vhca/wire"
 // and no retries. After a PSN gap the message in progress is abandoned
 // (its receive WQE is kept for the next one, never completed with part of
 // a message) and the responder resynchronises on the next first or only
-// packet. Any error drops the message silently.
+// packet ahead of it; packets behind the expected PSN are dropped. Any
+// error drops the message silently.
 func (d *Device) onUCRequest(qp *QP, p *wire.Packet) {
 	r := &qp.resp
 	psn := p.BTH().PSN()
 	pos := p.Info.Position
-	if psn != r.epsn {
+	switch diff := psnDiff(psn, r.epsn); {
+	case diff < 0:
+		// Behind the expected PSN: a duplicate or a straggler overtaken
+		// by later packets. Dropped, so that UC never delivers a message
+		// twice or out of order.
+		qp.port.Counters.RcvPSNDrops++
+		return
+	case diff > 0:
 		qp.port.Counters.RcvPSNDrops++
 		r.inMessage, r.recvOff, r.remaining = false, 0, 0
 		if pos != wire.First && pos != wire.Only {
@@ -82,7 +90,7 @@ func (d *Device) onUDRequest(qp *QP, p *wire.Packet) {
 		wc.Flags |= WCWithImm
 		wc.Imm = p.ImmDt().Value()
 	}
-	d.completeRecv(qp, &r.wqe, &wc)
+	d.pushRecv(qp, &r.wqe, &wc, p.BTH().SE())
 }
 
 // grhAreaLen is the room at the start of every UD receive buffer for the
