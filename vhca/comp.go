@@ -37,9 +37,9 @@ func (d *Device) onResponse(now Time, qp *QP, p *wire.Packet) {
 		if w == nil || w.psn != psn || !(w.wr.Opcode == WRAtomicCmpSwap || w.wr.Opcode == WRAtomicFetchAdd) {
 			return
 		}
-		var orig [8]byte
-		binary.NativeEndian.PutUint64(orig[:], p.AtomicAckETH().OrigRemDt())
-		if !d.walkSGL(qp.PD, w.sgl, 0, orig[:], AccessLocalWrite, func(mem, data []byte) { copy(mem, data) }) {
+		orig := d.scratch[:8]
+		binary.NativeEndian.PutUint64(orig, p.AtomicAckETH().OrigRemDt())
+		if !d.walkSGL(qp.PD, w.sgl, 0, orig, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) }) {
 			d.completerError(qp, WCLocProtErr)
 			return
 		}
@@ -95,7 +95,7 @@ func (d *Device) sqHeadWQE(qp *QP) *sendWQE {
 	if qp.sqHead == qp.sqTail {
 		return nil
 	}
-	w := &qp.sq[qp.sqHead%uint32(len(qp.sq))]
+	w := qp.sqe(qp.sqHead)
 	if w.npsn == 0 {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (d *Device) rewind(qp *QP, psn uint32) {
 	r := &qp.req
 	qp.port.Counters.Retransmits++
 	for i := qp.sqHead; i != qp.sqNext+1 && i != qp.sqTail; i++ {
-		w := &qp.sq[i%uint32(len(qp.sq))]
+		w := qp.sqe(i)
 		if w.npsn == 0 {
 			break
 		}

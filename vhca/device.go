@@ -115,6 +115,8 @@ type Device struct {
 	nextQPN    uint32
 	ready      qpRing // QPs that may have a packet to send, in turn
 	rx         wire.Packet
+	scratch    [64]byte // staging for what a packet path copies through an SGL (atomic results, the GRH area)
+	srqs       map[uint32]*SRQ
 	events     []Event
 }
 
@@ -142,6 +144,7 @@ func NewDevice(c Config) (*Device, error) {
 		mrs:  map[uint32]*MR{},
 		cqs:  map[uint32]*CQ{},
 		qps:  map[uint32]*QP{},
+		srqs: map[uint32]*SRQ{},
 	}
 	var secret [16]byte
 	for i := range secret {

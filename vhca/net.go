@@ -44,6 +44,13 @@ func (d *Device) Receive(now Time, port uint8, frame []byte) {
 		pt.Counters.RcvBadOpcode++
 		return
 	}
+	if qp.Type != QPTypeUD && !pathMatches(qp, p) {
+		// A connected QP hears only its peer, at the addresses of its
+		// path (as rxe's check_addr): a third host that guesses the QPN
+		// and the PSN cannot inject into the connection.
+		pt.Counters.RcvAddrDrops++
+		return
+	}
 	if !pkeyMatch(p.BTH().PKey(), pt.PKeys[qp.attr.PKeyIndex]) {
 		// A P_Key mismatch leaves no trace but this counter (IBA 1.4
 		// §9.6: the packet is silently dropped).
@@ -62,6 +69,38 @@ func (d *Device) Receive(now Time, port uint8, frame []byte) {
 	default:
 		pt.Counters.RcvNoQP++
 	}
+}
+
+// pathMatches reports whether a packet for a connected QP comes from the
+// QP's peer and is addressed to the QP's own port address.
+func pathMatches(qp *QP, p *wire.Packet) bool {
+	av, pt := &qp.attr.AV, qp.port
+	var own wire.GID
+	if int(av.GRH.SGIDIndex) < len(pt.GIDs) {
+		own = pt.GIDs[av.GRH.SGIDIndex].GID
+	}
+	switch p.Encap {
+	case wire.EncapRoCEv2IPv4:
+		ip := p.IPv4()
+		return wire.IPv4MappedGID(ip.Src()) == av.GRH.DGID && wire.IPv4MappedGID(ip.Dst()) == own
+	case wire.EncapRoCEv2IPv6:
+		ip := p.IPv6()
+		return ip.Src() == av.GRH.DGID && ip.Dst() == own
+	case wire.EncapRoCEv1:
+		g := p.GRH()
+		return g.SGID() == av.GRH.DGID && g.DGID() == own
+	case wire.EncapIB:
+		l := p.LRH()
+		lmc := uint16(1)<<pt.LMC - 1
+		if l.SLID() != av.DLID || l.DLID()&^lmc != pt.LID&^lmc {
+			return false
+		}
+		if g := p.GRH(); g != nil {
+			return g.SGID() == av.GRH.DGID && g.DGID() == own
+		}
+		return true
+	}
+	return false
 }
 
 // pkeyMatch is the partition check (IBA 1.4 §10.9.3): the low 15 bits

@@ -100,6 +100,7 @@ type PortCounters struct {
 	RcvPKeyDrops uint64                      // P_Key not the QP's: silently dropped (IBA 1.4 §9.6)
 	RcvQKeyDrops uint64                      // UD Q_Key mismatch
 	RcvNoQP      uint64                      // no QP by that number, or not in a receiving state
+	RcvAddrDrops uint64                      // a connected QP's packet from another address than its peer's
 	RcvBadOpcode uint64                      // opcode of another transport than the QP's, or out of sequence
 	RcvPSNDrops  uint64                      // duplicate or out-of-sequence packets dropped
 	Retransmits  uint64                      // request packets sent again

@@ -18,6 +18,20 @@ type sendWQE struct {
 	status   WCStatus
 }
 
+// ringSize is the number of slots of a work queue that holds n WQEs: a
+// power of two, so that the free-running 32-bit indices, taken modulo
+// it, stay consistent when they wrap at 2^32.
+func ringSize(n int) int {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	return size
+}
+
+// sqe is the send queue slot of free-running index i.
+func (qp *QP) sqe(i uint32) *sendWQE { return &qp.sq[i&uint32(len(qp.sq)-1)] }
+
 // lastPSN is the PSN of the WQE's last packet (or last READ response).
 func (w *sendWQE) lastPSN() uint32 { return (w.psn + w.npsn - 1) & wire.MaxPSN }
 
@@ -66,6 +80,9 @@ func (d *Device) CreateQP(pd *PD, a QPInitAttr) (*QP, error) {
 		c.MaxInlineData < 0 || c.MaxInlineData > d.Attr.MaxInlineData {
 		return nil, invalid("send queue %d WRs, %d SGEs, %d inline", c.MaxSendWR, c.MaxSendSGE, c.MaxInlineData)
 	}
+	if a.SRQ != nil && (d.srqs[a.SRQ.Handle] != a.SRQ || a.SRQ.PD != pd) {
+		return nil, invalid("QP needs an SRQ of this device and PD")
+	}
 	if a.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > d.Attr.MaxQPWR || c.MaxRecvSGE < 0 || c.MaxRecvSGE > d.Attr.MaxSGE) {
 		return nil, invalid("receive queue %d WRs, %d SGEs", c.MaxRecvWR, c.MaxRecvSGE)
 	}
@@ -74,7 +91,7 @@ func (d *Device) CreateQP(pd *PD, a QPInitAttr) (*QP, error) {
 	}
 	qp := &QP{dev: d, Num: d.allocQPN(), Type: a.Type, PD: pd, SendCQ: a.SendCQ, RecvCQ: a.RecvCQ,
 		SRQ: a.SRQ, sigAll: a.SigAll, cap: c, state: QPStateReset}
-	qp.sq = make([]sendWQE, c.MaxSendWR)
+	qp.sq = make([]sendWQE, ringSize(c.MaxSendWR))
 	for i := range qp.sq {
 		qp.sq[i].sgl = make([]SGE, 0, c.MaxSendSGE)
 		qp.sq[i].inline = make([]byte, 0, c.MaxInlineData)
@@ -137,13 +154,14 @@ func (qp *QP) State() QPState { return qp.state }
 // inFlight reports whether a WQE has been started and not completed. WQEs
 // start in order, so it is enough to look at the oldest.
 func (qp *QP) inFlight() bool {
-	return qp.sqHead != qp.sqTail && qp.sq[qp.sqHead%uint32(len(qp.sq))].npsn != 0
+	return qp.sqHead != qp.sqTail && qp.sqe(qp.sqHead).npsn != 0
 }
 
 // QueryQP returns the QP's attributes and its creation attributes.
 func (d *Device) QueryQP(qp *QP) (QPAttr, QPInitAttr) {
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
+	a.SQPSN, a.RQPSN = qp.req.psn, qp.resp.epsn // where they are now, as rxe reports them
 	a.SQDraining = qp.state == QPStateSQD && qp.inFlight()
 	return a, QPInitAttr{Type: qp.Type, SendCQ: qp.SendCQ, RecvCQ: qp.RecvCQ, SRQ: qp.SRQ, Cap: qp.cap, SigAll: qp.sigAll}
 }
@@ -181,6 +199,9 @@ func (d *Device) ModifyQP(qp *QP, attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrPort != 0 {
 		a.Port = attr.Port
 		qp.port = d.Port(attr.Port)
+		if qp.Type == QPTypeUD {
+			qp.mtu = qp.port.ActiveMTU.Bytes() // a UD QP's MTU is its port's
+		}
 	}
 	if mask&QPAttrQKey != 0 {
 		a.QKey = attr.QKey
@@ -217,7 +238,7 @@ func (d *Device) ModifyQP(qp *QP, attr *QPAttr, mask QPAttrMask) error {
 	}
 	if mask&QPAttrMaxDestRdAtomic != 0 {
 		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
-		qp.resp.res = make([]rdResource, max(1, int(attr.MaxDestRdAtomic)))
+		qp.resp.resize(max(1, int(attr.MaxDestRdAtomic)))
 	}
 	if mask&QPAttrDestQPN != 0 {
 		a.DestQPN = attr.DestQPN
@@ -245,8 +266,18 @@ func (d *Device) checkQPAttr(qp *QP, a *QPAttr, mask QPAttrMask) error {
 			return invalid("port %d", a.Port)
 		}
 	}
-	if mask&QPAttrPKeyIndex != 0 && (port == nil || int(a.PKeyIndex) >= len(port.PKeys)) {
-		return invalid("P_Key index %d", a.PKeyIndex)
+	// The P_Key and SGID indices must fit the port the QP ends up on,
+	// whichever of them this modify changes.
+	pkeyIndex := qp.attr.PKeyIndex
+	if mask&QPAttrPKeyIndex != 0 {
+		pkeyIndex = a.PKeyIndex
+	}
+	if mask&(QPAttrPKeyIndex|QPAttrPort) != 0 && (port == nil || int(pkeyIndex) >= len(port.PKeys)) {
+		return invalid("P_Key index %d", pkeyIndex)
+	}
+	if mask&QPAttrPort != 0 && mask&QPAttrAV == 0 && qp.attr.AV.Port != 0 &&
+		(qp.attr.AV.IsGlobal || port.LinkLayer == LinkLayerEthernet) && int(qp.attr.AV.GRH.SGIDIndex) >= len(port.GIDs) {
+		return invalid("SGID index %d on port %d", qp.attr.AV.GRH.SGIDIndex, port.Num)
 	}
 	if mask&QPAttrPathMTU != 0 && (a.PathMTU.Bytes() == 0 || port != nil && a.PathMTU > port.MaxMTU) {
 		return invalid("path MTU %d", a.PathMTU)
@@ -300,6 +331,12 @@ func (d *Device) setState(qp *QP, s QPState) {
 		d.unschedule(qp)
 	case QPStateError:
 		d.flush(qp)
+		if qp.SRQ != nil {
+			// A QP on an SRQ takes no more of its WQEs: the consumer
+			// learns it may destroy the QP (IBV_EVENT_QP_LAST_WQE_REACHED,
+			// on which the kernel's SRQ drain waits).
+			d.raise(Event{Type: EventQPLastWQEReached, QP: qp})
+		}
 	case QPStateRTS:
 		qp.req.retries, qp.req.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 		d.schedule(qp)
@@ -314,7 +351,7 @@ func (d *Device) setState(qp *QP, s QPState) {
 // in the Error state WRs are completed in error, in order).
 func (d *Device) flush(qp *QP) {
 	for ; qp.sqHead != qp.sqTail; qp.sqHead++ {
-		w := &qp.sq[qp.sqHead%uint32(len(qp.sq))]
+		w := qp.sqe(qp.sqHead)
 		d.completeSend(qp, w, WCWRFlushErr)
 	}
 	qp.sqNext = qp.sqHead
@@ -337,6 +374,9 @@ func (d *Device) flush(qp *QP) {
 // PostSend copies send WRs into the send queue. It returns how many it
 // took; on an error the rest are not posted (ibv_post_send's bad_wr).
 func (d *Device) PostSend(qp *QP, wrs []SendWR) (int, error) {
+	if qp == nil || d.qps[qp.Num] != qp {
+		return 0, ErrNoSuchObject
+	}
 	switch qp.state {
 	case QPStateReset, QPStateInit, QPStateRTR:
 		return 0, ErrQPState
@@ -346,16 +386,25 @@ func (d *Device) PostSend(qp *QP, wrs []SendWR) (int, error) {
 			return i, err
 		}
 	}
-	if qp.state == QPStateError {
+	switch qp.state {
+	case QPStateError:
 		d.flush(qp)
-	} else {
+		if qp.SRQ != nil {
+			// A QP on an SRQ takes no more of its WQEs: the consumer
+			// learns it may destroy the QP (IBV_EVENT_QP_LAST_WQE_REACHED,
+			// on which the kernel's SRQ drain waits).
+			d.raise(Event{Type: EventQPLastWQEReached, QP: qp})
+		}
+	case QPStateSQE:
+		d.flushSend(qp) // the send queue is in error; the receive side goes on
+	default:
 		d.schedule(qp)
 	}
 	return len(wrs), nil
 }
 
 func (d *Device) postSend(qp *QP, wr *SendWR) error {
-	if int(qp.sqTail-qp.sqHead) == len(qp.sq) {
+	if int(qp.sqTail-qp.sqHead) == qp.cap.MaxSendWR {
 		return ErrQueueFull
 	}
 	if !opcodeAllowed(qp.Type, wr.Opcode) {
@@ -393,16 +442,16 @@ func (d *Device) postSend(qp *QP, wr *SendWR) error {
 			return invalid("UD message of %d bytes above the %d-byte MTU", length, qp.mtu)
 		}
 	}
-	w := &qp.sq[qp.sqTail%uint32(len(qp.sq))]
-	sgl, inline := w.sgl, w.inline
+	w := qp.sqe(qp.sqTail)
+	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, length: uint32(length)}
-	w.sgl = append(sgl[:0], wr.SGL...)
-	w.inline = append(inline[:0], wr.InlineData...)
-	w.wr.SGL, w.wr.InlineData = w.sgl, w.inline
-	if wr.Flags&SendInline == 0 {
-		w.inline = w.inline[:0]
-		w.wr.InlineData = nil
+	if wr.Flags&SendInline != 0 {
+		inline = append(inline, wr.InlineData...)
+	} else {
+		sgl = append(sgl, wr.SGL...)
 	}
+	w.sgl, w.inline = sgl, inline
+	w.wr.SGL, w.wr.InlineData = sgl, inline
 	qp.sqTail++
 	return nil
 }
@@ -421,6 +470,9 @@ func opcodeAllowed(t QPType, op WROpcode) bool {
 
 // PostRecv copies receive WRs into the receive queue.
 func (d *Device) PostRecv(qp *QP, wrs []RecvWR) (int, error) {
+	if qp == nil || d.qps[qp.Num] != qp {
+		return 0, ErrNoSuchObject
+	}
 	if qp.SRQ != nil {
 		return 0, invalid("QP %d receives from an SRQ", qp.Num)
 	}

@@ -15,13 +15,15 @@ func (w *recvWQE) copyFrom(src *recvWQE) {
 // recvQueue is a ring of receive WQEs with their SGL storage allocated
 // once, at creation: posting allocates nothing.
 type recvQueue struct {
-	wqes       []recvWQE
-	head, tail uint32 // free-running; tail-head WQEs are queued
+	wqes       []recvWQE // ringSize(max) slots
+	max        int       // WQEs it holds at most
+	head, tail uint32    // free-running; tail-head WQEs are queued
 	maxSGE     int
 }
 
 func (q *recvQueue) init(n, maxSGE int) {
-	q.wqes = make([]recvWQE, n)
+	q.max = n
+	q.wqes = make([]recvWQE, ringSize(n))
 	for i := range q.wqes {
 		q.wqes[i].sgl = make([]SGE, 0, maxSGE)
 	}
@@ -31,13 +33,13 @@ func (q *recvQueue) init(n, maxSGE int) {
 func (q *recvQueue) len() int { return int(q.tail - q.head) }
 
 func (q *recvQueue) post(wr *RecvWR) error {
-	if q.len() == len(q.wqes) {
+	if q.len() == q.max {
 		return ErrQueueFull
 	}
 	if len(wr.SGL) > q.maxSGE {
 		return invalid("%d SGEs, the queue takes %d", len(wr.SGL), q.maxSGE)
 	}
-	w := &q.wqes[q.tail%uint32(len(q.wqes))]
+	w := &q.wqes[q.tail&uint32(len(q.wqes)-1)]
 	w.wrid = wr.WRID
 	w.sgl = append(w.sgl[:0], wr.SGL...)
 	w.length = 0
@@ -54,7 +56,7 @@ func (q *recvQueue) take() *recvWQE {
 	if q.len() == 0 {
 		return nil
 	}
-	w := &q.wqes[q.head%uint32(len(q.wqes))]
+	w := &q.wqes[q.head&uint32(len(q.wqes)-1)]
 	q.head++
 	return w
 }

@@ -11,6 +11,12 @@ import "github.com/softib/softib/vhca/wire"
 // and the responder need not hold acknowledgements back.
 const maxPacketsPerAck = 64
 
+// maxUnackedPSNs bounds the PSNs a requester has out unacknowledged, as
+// rxe does (RXE_MAX_UNACKED_PSNS): one loss then costs at most this many
+// packets of go-back-N, and the window stays far inside the 2^23 PSNs IBA
+// allows (§9.7.1).
+const maxUnackedPSNs = 128
+
 type requester struct {
 	psn      uint32 // next PSN to send
 	unacked  uint32 // oldest PSN not acknowledged
@@ -51,7 +57,10 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 		}
 		r.rnrWait = 0
 	}
-	w := &qp.sq[qp.sqNext%uint32(len(qp.sq))]
+	if qp.Type == QPTypeRC && psnDiff(r.psn, r.unacked) >= maxUnackedPSNs {
+		return 0 // progress schedules the QP again
+	}
+	w := qp.sqe(qp.sqNext)
 	mtu := uint32(qp.mtu)
 	if r.offset == 0 && !(qp.Type == QPTypeRC && w.npsn != 0 && w.psn == r.psn) {
 		// Starting a WQE (not resuming one after a rewind).
@@ -287,7 +296,7 @@ func (d *Device) flushSend(qp *QP) {
 
 // retire completes the WQE at sqHead with status.
 func (d *Device) retire(qp *QP, status WCStatus) {
-	w := &qp.sq[qp.sqHead%uint32(len(qp.sq))]
+	w := qp.sqe(qp.sqHead)
 	if isRdAtomic(w.wr.Opcode) && qp.req.rdOut > 0 && w.npsn != 0 {
 		qp.req.rdOut--
 	}

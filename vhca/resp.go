@@ -200,7 +200,10 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		}
 	case wire.OpRDMARead:
 		reth := p.RETH()
-		if len(r.res) == 0 || qp.attr.MaxDestRdAtomic == 0 {
+		if qp.attr.MaxDestRdAtomic == 0 || d.pendingRdAtomic(qp) >= len(r.res) {
+			// More READs and atomics than the responder has resources
+			// for: the requester broke max_rd_atomic (IBA 1.4 §9.7.5.2:
+			// an invalid request).
 			return nakInvalidRequest, 0
 		}
 		if nak := d.checkRKey(qp, reth.RKey(), reth.VA(), uint64(reth.DMALen()), AccessRemoteRead); nak != noNAK {
@@ -215,7 +218,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		return noNAK, 0
 	case wire.OpCompareSwap, wire.OpFetchAdd:
 		a := p.AtomicETH()
-		if len(r.res) == 0 || qp.attr.MaxDestRdAtomic == 0 {
+		if qp.attr.MaxDestRdAtomic == 0 || d.pendingRdAtomic(qp) >= len(r.res) {
 			return nakInvalidRequest, 0
 		}
 		if a.VA()%8 != 0 {
@@ -295,6 +298,22 @@ func atomic64(mem []byte, cmpSwap bool, cmp, swapAdd uint64) uint64 {
 	return old
 }
 
+// resize gives the responder n resource slots, keeping the most recent
+// resources (a duplicate may still ask for them) and a valid next slot.
+func (r *responder) resize(n int) {
+	res := make([]rdResource, n)
+	k := 0
+	for i := range r.res {
+		// Oldest first, from the slot that would be reused next.
+		x := r.res[(r.resNext+i)%len(r.res)]
+		if x.valid {
+			res[k%n] = x
+			k++
+		}
+	}
+	r.res, r.resNext = res, k%n
+}
+
 func (d *Device) newResource(qp *QP, res rdResource) rdResource {
 	r := &qp.resp
 	res.valid = true
@@ -333,6 +352,11 @@ func (d *Device) onDuplicate(qp *QP, p *wire.Packet, psn uint32) {
 			return
 		}
 	case wire.OpCompareSwap, wire.OpFetchAdd:
+		for _, it := range r.queue {
+			if it.kind == respAtomic && it.psn == psn {
+				return // its answer is already on its way
+			}
+		}
 		for i := range r.res {
 			if res := &r.res[i]; res.valid && res.atomic && res.psn == psn {
 				d.queueResponse(qp, respItem{kind: respAtomic, psn: psn, res: *res})
@@ -342,6 +366,17 @@ func (d *Device) onDuplicate(qp *QP, p *wire.Packet, psn uint32) {
 	default:
 		d.queueResponse(qp, respItem{kind: respACK, psn: psnAdd(r.epsn, wire.MaxPSN), syn: wire.ACKSyndrome(wire.CreditCountInvalid)})
 	}
+}
+
+// pendingRdAtomic is how many READ and atomic responses wait to be sent.
+func (d *Device) pendingRdAtomic(qp *QP) int {
+	n := 0
+	for _, it := range qp.resp.queue {
+		if it.kind != respACK {
+			n++
+		}
+	}
+	return n
 }
 
 // queueResponse adds a response; a plain ACK after a plain ACK replaces
@@ -440,9 +475,12 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 			payload, ok = mr.span(res.va+uint64(it.off), uint64(n))
 		}
 		if !ok {
-			// The region went away under the READ.
-			r.queue = r.queue[:copy(r.queue, r.queue[1:])]
-			d.responderError(qp, it.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError), 0)
+			// The region went away under the READ: NAK this response's
+			// PSN, ahead of anything queued after it (the QP is going
+			// to Error: nothing after it will be sent).
+			psn := it.psn
+			r.queue = r.queue[:0]
+			d.responderError(qp, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError), 0)
 			return d.nextResponse(qp, buf)
 		}
 		done = it.off+n == res.length

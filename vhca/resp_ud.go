@@ -61,7 +61,8 @@ func (d *Device) onUDRequest(qp *QP, p *wire.Packet) {
 		d.completeRecv(qp, &r.wqe, &wc)
 		return
 	}
-	var grh [grhAreaLen]byte
+	grh := d.scratch[:grhAreaLen]
+	clear(grh)
 	if g := p.GRH(); g != nil {
 		copy(grh[:], g)
 		wc.Flags |= WCWithGRH
@@ -78,7 +79,7 @@ func (d *Device) onUDRequest(qp *QP, p *wire.Packet) {
 	}
 	ok := true
 	if wc.Flags&WCWithGRH != 0 {
-		ok = d.walkSGL(qp.PD, r.wqe.sgl, 0, grh[:], AccessLocalWrite, func(mem, data []byte) { copy(mem, data) })
+		ok = d.walkSGL(qp.PD, r.wqe.sgl, 0, grh, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) })
 	}
 	if ok {
 		ok = d.walkSGL(qp.PD, r.wqe.sgl, grhAreaLen, data, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) })

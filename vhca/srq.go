@@ -37,12 +37,16 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQAttr) (*SRQ, error) {
 	s := &SRQ{dev: d, Handle: d.nextHandle, PD: pd, limit: attr.Limit}
 	s.rq.init(attr.MaxWR, attr.MaxSGE)
 	pd.users++
+	d.srqs[s.Handle] = s
 	return s, nil
 }
 
 // ModifySRQ arms the limit again (IBV_SRQ_LIMIT).
 func (d *Device) ModifySRQ(s *SRQ, limit int) error {
-	if limit < 0 || limit > len(s.rq.wqes) {
+	if s == nil || d.srqs[s.Handle] != s {
+		return ErrNoSuchObject
+	}
+	if limit < 0 || limit > s.rq.max {
 		return invalid("SRQ limit %d", limit)
 	}
 	s.limit = limit
@@ -51,15 +55,22 @@ func (d *Device) ModifySRQ(s *SRQ, limit int) error {
 
 // DestroySRQ destroys an SRQ no QP uses.
 func (d *Device) DestroySRQ(s *SRQ) error {
+	if s == nil || d.srqs[s.Handle] != s {
+		return ErrNoSuchObject
+	}
 	if s.users > 0 {
 		return ErrBusy
 	}
+	delete(d.srqs, s.Handle)
 	s.PD.users--
 	return nil
 }
 
 // PostSRQRecv adds receive WQEs.
 func (d *Device) PostSRQRecv(s *SRQ, wrs []RecvWR) (int, error) {
+	if s == nil || d.srqs[s.Handle] != s {
+		return 0, ErrNoSuchObject
+	}
 	for i := range wrs {
 		if err := s.rq.post(&wrs[i]); err != nil {
 			return i, err
