@@ -64,6 +64,7 @@ func (d *Device) onResponse(now Time, qp *QP, p *wire.Packet) {
 			}
 			d.rewind(qp, psn)
 			r.rnrWait = now + rnrTimerNS[syn.Value()]
+			d.watch(qp)
 			r.timer = 0
 		case wire.SyndromeNAK:
 			qp.port.Counters.NAKsRcvd++
@@ -152,6 +153,7 @@ func (d *Device) progress(now Time, qp *QP, next uint32) {
 		r.timer = 0
 	} else {
 		r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
+		d.watch(qp)
 	}
 }
 

@@ -111,9 +111,9 @@ type Device struct {
 	mrs        map[uint32]*MR // by key
 	cqs        map[uint32]*CQ
 	qps        map[uint32]*QP
-	qpList     []*QP // in creation order: timers fire in a deterministic order
 	nextQPN    uint32
 	ready      qpRing // QPs that may have a packet to send, in turn
+	timed      []*QP  // QPs with a timer armed, in the order they were armed
 	rx         wire.Packet
 	scratch    [64]byte // staging for what a packet path copies through an SGL (atomic results, the GRH area)
 	srqs       map[uint32]*SRQ

@@ -133,10 +133,11 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 }
 
 // Deadline is the earliest time at which Advance has work: a
-// retransmission timeout or the end of an RNR wait. Zero: none.
+// retransmission timeout or the end of an RNR wait. Zero: none. Only the
+// QPs with a timer armed are looked at, so idle QPs cost nothing.
 func (d *Device) Deadline() Time {
 	var t Time
-	for _, qp := range d.qpList {
+	for _, qp := range d.timed {
 		for _, x := range [2]Time{qp.req.timer, qp.req.rnrWait} {
 			if x != 0 && (t == 0 || x < t) {
 				t = x
@@ -148,13 +149,34 @@ func (d *Device) Deadline() Time {
 
 // Advance fires the timers due at now.
 func (d *Device) Advance(now Time) {
-	for _, qp := range d.qpList {
+	for _, qp := range d.timed {
 		if qp.req.timer != 0 && qp.req.timer <= now {
 			d.onTimeout(now, qp)
 		}
 		if qp.req.rnrWait != 0 && qp.req.rnrWait <= now {
 			d.schedule(qp)
 		}
+	}
+	// Forget the QPs whose timers are all off (in order: timers fire in
+	// the order they were first armed, which keeps runs repeatable).
+	k := 0
+	for _, qp := range d.timed {
+		if qp.req.timer != 0 || qp.req.rnrWait != 0 {
+			d.timed[k] = qp
+			k++
+		} else {
+			qp.timed = false
+		}
+	}
+	clear(d.timed[k:])
+	d.timed = d.timed[:k]
+}
+
+// watch puts qp on the list of QPs with a timer armed.
+func (d *Device) watch(qp *QP) {
+	if !qp.timed {
+		qp.timed = true
+		d.timed = append(d.timed, qp)
 	}
 }
 

@@ -60,6 +60,7 @@ type QP struct {
 	hdr  wire.Headers // the packet fields that come from the QP and its path
 
 	ready bool // on the device's list of QPs with something to send
+	timed bool // on the device's list of QPs with a timer armed
 }
 
 // CreateQP makes a QP in pd.
@@ -107,7 +108,6 @@ func (d *Device) CreateQP(pd *PD, a QPInitAttr) (*QP, error) {
 	a.SendCQ.users++
 	a.RecvCQ.users++
 	d.qps[qp.Num] = qp
-	d.qpList = append(d.qpList, qp)
 	return qp, nil
 }
 
@@ -132,13 +132,15 @@ func (d *Device) DestroyQP(qp *QP) error {
 		return ErrNoSuchObject
 	}
 	d.unschedule(qp)
-	delete(d.qps, qp.Num)
-	for i, q := range d.qpList {
-		if q == qp {
-			d.qpList = append(d.qpList[:i], d.qpList[i+1:]...)
-			break
+	if qp.timed {
+		for i, q := range d.timed {
+			if q == qp {
+				d.timed = append(d.timed[:i], d.timed[i+1:]...)
+				break
+			}
 		}
 	}
+	delete(d.qps, qp.Num)
 	qp.PD.users--
 	qp.SendCQ.users--
 	qp.RecvCQ.users--

@@ -267,3 +267,33 @@ func TestConnectedQPHearsOnlyItsPeer(t *testing.T) {
 		t.Fatal("the intruder's packets were not counted")
 	}
 }
+
+// Timers cost nothing for idle QPs: Deadline and Advance look only at the
+// QPs with a timer armed, and a QP leaves that list when its timers stop.
+func TestIdleQPsAreNotScanned(t *testing.T) {
+	da, db, a, b := twoDevices(t, QPTypeRC, 1<<16, 1<<16)
+	connectWith(t, a, b, defaultConn())
+	pd, _ := da.AllocPD()
+	cq, _ := da.CreateCQ(16)
+	for range 1000 {
+		if _, err := da.CreateQP(pd, QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(da.timed) != 0 || da.Deadline() != 0 {
+		t.Fatalf("%d QPs watched before any traffic", len(da.timed))
+	}
+	postSend(t, a, SendWR{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: a.sge(0, 8), RemoteAddr: b.addr(0), RKey: b.mr.Key})
+	buf := make([]byte, 9000)
+	n, _ := da.Transmit(10, buf)
+	if n == 0 || len(da.timed) != 1 || da.Deadline() == 0 {
+		t.Fatalf("after a request: %d watched, deadline %d", len(da.timed), da.Deadline())
+	}
+	db.Receive(10, 1, buf[:n])
+	m, _ := db.Transmit(10, buf)
+	da.Receive(11, 1, buf[:m])
+	da.Advance(12)
+	if a.scq.Len() != 1 || len(da.timed) != 0 || da.Deadline() != 0 {
+		t.Fatalf("after the ACK: %d completions, %d watched, deadline %d", a.scq.Len(), len(da.timed), da.Deadline())
+	}
+}

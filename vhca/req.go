@@ -152,6 +152,7 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 	if qp.Type == QPTypeRC {
 		if r.timer == 0 {
 			r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
+			d.watch(qp)
 		}
 	} else if last {
 		// UC and UD have no acknowledgements: the WQE is done when its

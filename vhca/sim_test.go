@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/softib/softib/vhca/wire"
@@ -332,7 +333,7 @@ func TestRCSendWriteReadAtomicNoLoss(t *testing.T) {
 func (s *sim) describe() string {
 	out := ""
 	for i, d := range s.devs {
-		for _, qp := range d.qpList {
+		for _, qp := range d.sortedQPs() {
 			r := &qp.req
 			out += fmt.Sprintf("\n dev %d QP %d %s: psn %d unacked %d sq %d/%d/%d off %d rdOut %d timer %d rnr %d retries %d | resp epsn %d queue %d inMsg %v ready %v deadline %d",
 				i, qp.Num, qp.state, r.psn, r.unacked, qp.sqHead, qp.sqNext, qp.sqTail, r.offset, r.rdOut, r.timer, r.rnrWait, r.retries,
@@ -340,4 +341,14 @@ func (s *sim) describe() string {
 		}
 	}
 	return out
+}
+
+// sortedQPs is the device's QPs by number.
+func (d *Device) sortedQPs() []*QP {
+	var qps []*QP
+	for _, qp := range d.qps {
+		qps = append(qps, qp)
+	}
+	slices.SortFunc(qps, func(a, b *QP) int { return int(a.Num) - int(b.Num) })
+	return qps
 }
