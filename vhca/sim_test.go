@@ -75,7 +75,10 @@ func (s *sim) frame(b []byte) []byte {
 
 func (s *sim) send(from int, frame []byte) {
 	s.sent++
-	to := 1 - from
+	to := s.route(from, frame)
+	if to < 0 {
+		return
+	}
 	f := s.faults
 	if s.rng.Float64() < f.Loss {
 		return
@@ -96,6 +99,25 @@ func (s *sim) send(from int, frame []byte) {
 		s.seq++
 		heap.Push(&s.flight, inflight{at: at, seq: s.seq, to: to, frame: b})
 	}
+}
+
+// route is the device a frame goes to: the one whose port has the
+// frame's destination MAC (RoCE) or LID (native IB); with two devices, the
+// other one.
+func (s *sim) route(from int, frame []byte) int {
+	if len(s.devs) == 2 {
+		return 1 - from
+	}
+	for i, d := range s.devs {
+		pt := d.Ports[0]
+		switch {
+		case pt.LinkLayer == LinkLayerEthernet && len(frame) >= 6 && wire.MAC(frame[:6]) == pt.MAC:
+			return i
+		case pt.LinkLayer == LinkLayerInfiniBand && len(frame) >= wire.LRHLen && wire.LRH(frame).DLID() == pt.LID:
+			return i
+		}
+	}
+	return -1
 }
 
 // step runs the network until now+d or until done reports true.

@@ -213,3 +213,85 @@ func wireWrapPSN(seed uint64) uint32 { return (1<<24 - 5 - uint32(seed)*3) & 0xF
 func setTimeout(t testing.TB, e *endpoint, timeout uint8) {
 	e.qp.attr.Timeout = timeout
 }
+
+// TestRCThreeDevicesLossy joins three engines through one lossy link: A
+// holds a connection to B and one to C, and streams to both at once while
+// B and C stream back; every message arrives once, in order, on the right
+// connection.
+func TestRCThreeDevicesLossy(t *testing.T) {
+	da, db, dc := testDevice(t, 1), testDevice(t, 2), testDevice(t, 3)
+	ab, ba := newEndpoint(t, da, QPTypeRC, 1<<20, 1), newEndpoint(t, db, QPTypeRC, 1<<20, 2)
+	ac, ca := newEndpoint(t, da, QPTypeRC, 1<<20, 1), newEndpoint(t, dc, QPTypeRC, 1<<20, 3)
+	connect(t, ab, ba, 10, 20, MTU1024)
+	connect(t, ac, ca, 30, 40, MTU1024)
+	s := newSim(t, 7, linkFaults{Loss: 0.05, Dup: 0.02, Reorder: 0.05, Latency: 2000, Jitter: 10000}, da, db, dc)
+	pairs := [][2]*endpoint{{ab, ba}, {ba, ab}, {ac, ca}, {ca, ac}}
+	const msgs, size = 200, 3000
+	got := make([]int, len(pairs))
+	for _, p := range pairs {
+		dst := p[1]
+		for i := range 16 {
+			off := uint64(i) * 4096
+			if _, err := dst.d.PostRecv(dst.qp, []RecvWR{{WRID: uint64(i), SGL: []SGE{{Addr: 0x10000 + 0x80000 + off, Length: 4096, LKey: dst.mr.Key}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	posted := make([]int, len(pairs))
+	recvPosted := make([]int, len(pairs))
+	for k := range pairs {
+		recvPosted[k] = 16
+	}
+	var wcs [32]WC
+	s.run(Time(10e9), func() bool {
+		done := true
+		for k, p := range pairs {
+			src, dst := p[0], p[1]
+			for posted[k] < msgs && posted[k]-got[k] < 8 {
+				i := posted[k]
+				off := uint64(i%16) * 4096
+				fill(src.mem[off:off+size], uint64(k), i)
+				if _, err := src.d.PostSend(src.qp, []SendWR{{WRID: uint64(i), Opcode: WRSend, SGL: []SGE{{Addr: 0x10000 + off, Length: size, LKey: src.mr.Key}}}}); err != nil {
+					t.Fatal(err)
+				}
+				posted[k]++
+			}
+			for n := dst.rcq.Poll(wcs[:]); n > 0; n = dst.rcq.Poll(wcs[:]) {
+				for _, wc := range wcs[:n] {
+					i := got[k]
+					if wc.Status != WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != size || wc.QPNum != dst.qp.Num || wc.SrcQP != src.qp.Num {
+						t.Fatalf("pair %d: completion %+v, want message %d", k, wc, i)
+					}
+					exp := make([]byte, size)
+					fill(exp, uint64(k), i)
+					off := 0x80000 + uint64(i%16)*4096
+					if crc32.ChecksumIEEE(dst.mem[off:off+size]) != crc32.ChecksumIEEE(exp) {
+						t.Fatalf("pair %d message %d: wrong data", k, i)
+					}
+					got[k]++
+					if recvPosted[k] < msgs {
+						r := recvPosted[k]
+						roff := uint64(r%16) * 4096
+						if _, err := dst.d.PostRecv(dst.qp, []RecvWR{{WRID: uint64(r), SGL: []SGE{{Addr: 0x10000 + 0x80000 + roff, Length: 4096, LKey: dst.mr.Key}}}}); err != nil {
+							t.Fatal(err)
+						}
+						recvPosted[k]++
+					}
+				}
+			}
+			src.scq.Poll(wcs[:])
+			if got[k] < msgs {
+				done = false
+			}
+		}
+		return done
+	})
+	for k := range pairs {
+		if got[k] != msgs {
+			t.Fatalf("pair %d: %d of %d messages", k, got[k], msgs)
+		}
+	}
+	if r := da.Ports[0].Counters.Retransmits + db.Ports[0].Counters.Retransmits + dc.Ports[0].Counters.Retransmits; r == 0 {
+		t.Fatal("no retransmission: the lossy link was not exercised")
+	}
+}
