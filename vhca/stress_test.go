@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 var stressMessages = flag.Int("vhca.messages", 3000, "messages per seed and loss rate in TestRCStress (the issue's full run: 1000000)")
@@ -73,6 +74,7 @@ func TestRCStress(t *testing.T) {
 }
 
 func runStress(t *testing.T, seed uint64, faults linkFaults, n int) {
+	start := time.Now()
 	da, db := testDevice(t, 1), testDevice(t, 2)
 	memA := slots*slotSize + slots*8
 	// B: receive buffers, WRITE targets, READ sources, the atomic counter.
@@ -203,8 +205,8 @@ func runStress(t *testing.T, seed uint64, faults linkFaults, n int) {
 		t.Fatalf("counter %d, want %d", got, want)
 	}
 	c := da.Ports[0].Counters
-	t.Logf("%d messages in %.3f s virtual, %d frames sent, %d retransmits, %d timeouts, %d NAKs",
-		n, float64(s.now)/1e9, s.sent, c.Retransmits, c.Timeouts, c.NAKsRcvd)
+	t.Logf("%d messages in %.3f s virtual (%.1f s real), %d frames sent, %d retransmits, %d timeouts, %d NAKs",
+		n, float64(s.now)/1e9, time.Since(start).Seconds(), s.sent, c.Retransmits, c.Timeouts, c.NAKsRcvd)
 }
 
 // wireWrapPSN starts PSNs near the 24-bit wrap, so that every run crosses it.
