@@ -297,3 +297,41 @@ func TestIdleQPsAreNotScanned(t *testing.T) {
 		t.Fatalf("after the ACK: %d completions, %d watched, deadline %d", a.scq.Len(), len(da.timed), da.Deadline())
 	}
 }
+
+// A late duplicate of a completed READ queues an answer; the requester's
+// next READs then fill the responder's resources. The answer to the
+// completed READ gives way (its resource is the oldest), and the new READs
+// are served: no invalid-request NAK, both QPs stay in RTS. (The 10^6
+// message stress run found this.)
+func TestLateDuplicateReadGivesWay(t *testing.T) {
+	da, db, a, b := twoDevices(t, QPTypeRC, 1<<16, 1<<16)
+	c := defaultConn()
+	c.MaxRdAtomic, c.MaxDestRdAtomic = 2, 2
+	connectWith(t, a, b, c)
+	buf := make([]byte, 9000)
+	read := func(id uint64) SendWR {
+		return SendWR{WRID: id, Opcode: WRRDMARead, Flags: SendSignaled, SGL: a.sge(0, 64), RemoteAddr: b.addr(0), RKey: b.mr.Key}
+	}
+	postSend(t, a, read(1))
+	n, _ := da.Transmit(1, buf)
+	r1 := append([]byte(nil), buf[:n]...)
+	db.Receive(1, 1, r1)
+	pump(1, da, db, buf)
+	wcs := drain(a.scq)
+	if len(wcs) != 1 || wcs[0].Status != WCSuccess {
+		t.Fatalf("first READ %+v", wcs)
+	}
+	db.Receive(2, 1, r1) // the late duplicate: its answer waits in the queue
+	postSend(t, a, read(2), read(3))
+	for range 2 {
+		n, _ := da.Transmit(3, buf)
+		db.Receive(3, 1, buf[:n])
+	}
+	pump(4, da, db, buf)
+	if got := summarize(drain(a.scq)); !equalSummaries(got, []wcSummary{{2, WCSuccess}, {3, WCSuccess}}) {
+		t.Fatalf("completions %+v", got)
+	}
+	if a.qp.State() != QPStateRTS || b.qp.State() != QPStateRTS {
+		t.Fatalf("states %s %s", a.qp.State(), b.qp.State())
+	}
+}

@@ -200,11 +200,8 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		}
 	case wire.OpRDMARead:
 		reth := p.RETH()
-		if qp.attr.MaxDestRdAtomic == 0 || d.pendingRdAtomic(qp) >= len(r.res) {
-			// More READs and atomics than the responder has resources
-			// for: the requester broke max_rd_atomic (IBA 1.4 §9.7.5.2:
-			// an invalid request).
-			return nakInvalidRequest, 0
+		if qp.attr.MaxDestRdAtomic == 0 {
+			return nakInvalidRequest, 0 // the QP answers no READ
 		}
 		if nak := d.checkRKey(qp, reth.RKey(), reth.VA(), uint64(reth.DMALen()), AccessRemoteRead); nak != noNAK {
 			return nak, 0
@@ -218,7 +215,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		return noNAK, 0
 	case wire.OpCompareSwap, wire.OpFetchAdd:
 		a := p.AtomicETH()
-		if qp.attr.MaxDestRdAtomic == 0 || d.pendingRdAtomic(qp) >= len(r.res) {
+		if qp.attr.MaxDestRdAtomic == 0 {
 			return nakInvalidRequest, 0
 		}
 		if a.VA()%8 != 0 {
@@ -314,8 +311,24 @@ func (r *responder) resize(n int) {
 	r.res, r.resNext = res, k%n
 }
 
+// newResource saves a READ or atomic in the oldest resource slot. The
+// request it replaces is complete at the requester (which has at most
+// max_rd_atomic of them out, no more than this QP's max_dest_rd_atomic),
+// so an answer to it still queued, one a late duplicate asked for, is
+// dropped: the queue never holds more READ and atomic answers than there
+// are resources.
 func (d *Device) newResource(qp *QP, res rdResource) rdResource {
 	r := &qp.resp
+	if old := &r.res[r.resNext]; old.valid {
+		k := 0
+		for _, it := range r.queue {
+			if it.kind == respACK || it.res.psn != old.psn {
+				r.queue[k] = it
+				k++
+			}
+		}
+		r.queue = r.queue[:k]
+	}
 	res.valid = true
 	r.res[r.resNext] = res
 	r.resNext = (r.resNext + 1) % len(r.res)
@@ -366,17 +379,6 @@ func (d *Device) onDuplicate(qp *QP, p *wire.Packet, psn uint32) {
 	default:
 		d.queueResponse(qp, respItem{kind: respACK, psn: psnAdd(r.epsn, wire.MaxPSN), syn: wire.ACKSyndrome(wire.CreditCountInvalid)})
 	}
-}
-
-// pendingRdAtomic is how many READ and atomic responses wait to be sent.
-func (d *Device) pendingRdAtomic(qp *QP) int {
-	n := 0
-	for _, it := range qp.resp.queue {
-		if it.kind != respACK {
-			n++
-		}
-	}
-	return n
 }
 
 // queueResponse adds a response; a plain ACK after a plain ACK replaces
