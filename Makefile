@@ -32,6 +32,7 @@ race:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEthernet$$' -fuzztime $(FUZZTIME) ./vhca/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) ./vhca/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) ./vhca
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
