@@ -24,7 +24,7 @@ type xsim struct {
 	devs    []*Device
 	latency Time
 	step    Time
-	flight  xheap
+	flight  flightHeap
 	seq     uint64
 	buf     []byte
 	pkt     wire.Packet
@@ -52,31 +52,6 @@ type xpkt struct {
 	Copies  int // deliveries the filter gave it
 }
 
-type xframe struct {
-	at    Time
-	seq   uint64
-	to    int
-	frame []byte
-}
-
-type xheap []xframe
-
-func (h xheap) Len() int { return len(h) }
-func (h xheap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h xheap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *xheap) Push(x any)   { *h = append(*h, x.(xframe)) }
-func (h *xheap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 var deliverOnce = []Time{0}
 
 func newXSim(t testing.TB, devs ...*Device) *xsim {
@@ -100,7 +75,7 @@ func (s *xsim) send(from int, frame []byte) {
 	s.sent = append(s.sent, rec)
 	for _, d := range delays {
 		s.seq++
-		heap.Push(&s.flight, xframe{at: s.now + s.latency + d, seq: s.seq, to: (from + 1) % len(s.devs), frame: append([]byte(nil), frame...)})
+		heap.Push(&s.flight, inflight{at: s.now + s.latency + d, seq: s.seq, to: (from + 1) % len(s.devs), frame: append([]byte(nil), frame...)})
 	}
 }
 
@@ -115,7 +90,7 @@ func (s *xsim) parse(dev int, frame []byte, p *wire.Packet) error {
 // inject delivers a copy of frame to devs[to] after delay.
 func (s *xsim) inject(to int, frame []byte, delay Time) {
 	s.seq++
-	heap.Push(&s.flight, xframe{at: s.now + delay, seq: s.seq, to: to, frame: append([]byte(nil), frame...)})
+	heap.Push(&s.flight, inflight{at: s.now + delay, seq: s.seq, to: to, frame: append([]byte(nil), frame...)})
 }
 
 // run runs the devices for at most limit of virtual time, until done
@@ -134,7 +109,7 @@ func (s *xsim) run(limit Time, done func() bool) bool {
 			}
 		}
 		for len(s.flight) > 0 && s.flight[0].at <= s.now {
-			f := heap.Pop(&s.flight).(xframe)
+			f := heap.Pop(&s.flight).(inflight)
 			s.devs[f.to].Receive(s.now, 1, f.frame)
 			if s.delivered != nil {
 				var p wire.Packet
