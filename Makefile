@@ -2,7 +2,7 @@
 GO       ?= go
 PKGS     := ./...
 # Packages whose code runs on several goroutines: tested under -race too.
-RACE_PKGS :=
+RACE_PKGS := ./verbsd/...
 FUZZTIME ?= 15s
 
 .PHONY: all build test deps vet unit race fuzz bench generate lint
@@ -33,6 +33,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEthernet$$' -fuzztime $(FUZZTIME) ./vhca/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) ./vhca/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) ./vhca
+	$(GO) test -run '^$$' -fuzz '^FuzzRingIndices$$' -fuzztime 5s ./verbsd/abi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -1,0 +1,189 @@
+package abi
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Ring layout constants (see the package documentation).
+const (
+	RingMagic      = 0x52494E47
+	RingVersion    = 1
+	RingHeaderSize = 256
+	offMagic       = 0
+	offVersion     = 4
+	offKind        = 6
+	offEntrySize   = 8
+	offEntries     = 12
+	offProducer    = 64
+	offConsumer    = 128
+	offFlags       = 192
+	FlagAsleep     = 1
+	MaxRingEntries = 1 << 20
+	MaxRingEntrySz = 1 << 16
+)
+
+// Kind is what a ring carries.
+type Kind uint16
+
+const (
+	KindSQ  Kind = 1
+	KindRQ  Kind = 2
+	KindSRQ Kind = 3
+	KindCQ  Kind = 4
+)
+
+// ErrRingCorrupt says the other side put an impossible index into a ring.
+var ErrRingCorrupt = errors.New("abi: ring index out of range: the other side corrupted the ring")
+
+// RingSize is the number of bytes a ring of n entries of size bytes takes.
+func RingSize(n, size int) int { return RingHeaderSize + n*size }
+
+// Ring is one side's handle on a ring in shared memory. A Ring is used by
+// one goroutine; the other side of the ring is another goroutine or
+// another process.
+type Ring struct {
+	mem       []byte
+	entries   uint32
+	entrySize int
+	prod      *uint32
+	cons      *uint32
+	flags     *uint32
+	// This side's own index (the producer's or the consumer's): kept
+	// here, never read back from shared memory.
+	local uint32
+}
+
+// NewRing lays a ring out in mem (verbsd's side, which creates it). mem
+// must be 8-byte aligned (an mmap'd region is page aligned).
+func NewRing(mem []byte, kind Kind, entries, entrySize int) (*Ring, error) {
+	if entries < 1 || entries > MaxRingEntries || entries&(entries-1) != 0 {
+		return nil, fmt.Errorf("abi: %d ring entries: want a power of two up to %d", entries, MaxRingEntries)
+	}
+	if entrySize < 8 || entrySize > MaxRingEntrySz || entrySize%8 != 0 {
+		return nil, fmt.Errorf("abi: ring entry of %d bytes: want a multiple of 8 up to %d", entrySize, MaxRingEntrySz)
+	}
+	if len(mem) < RingSize(entries, entrySize) {
+		return nil, fmt.Errorf("abi: %d bytes for a ring that needs %d", len(mem), RingSize(entries, entrySize))
+	}
+	if uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, errors.New("abi: ring memory not 8-byte aligned")
+	}
+	clear(mem[:RingHeaderSize])
+	r := attach(mem, entries, entrySize)
+	put32(mem[offMagic:], RingMagic)
+	put16(mem[offVersion:], RingVersion)
+	put16(mem[offKind:], uint16(kind))
+	put32(mem[offEntrySize:], uint32(entrySize))
+	put32(mem[offEntries:], uint32(entries))
+	return r, nil
+}
+
+// OpenRing attaches to a ring another side laid out (the client's side),
+// checking its header against what it expects.
+func OpenRing(mem []byte, kind Kind) (*Ring, error) {
+	if len(mem) < RingHeaderSize || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, errors.New("abi: ring memory too short or misaligned")
+	}
+	if get32(mem[offMagic:]) != RingMagic || get16(mem[offVersion:]) != RingVersion {
+		return nil, errors.New("abi: not a ring of layout version 1")
+	}
+	if k := Kind(get16(mem[offKind:])); k != kind {
+		return nil, fmt.Errorf("abi: ring of kind %d, want %d", k, kind)
+	}
+	entries, size := int(get32(mem[offEntries:])), int(get32(mem[offEntrySize:]))
+	if entries < 1 || entries > MaxRingEntries || entries&(entries-1) != 0 ||
+		size < 8 || size > MaxRingEntrySz || size%8 != 0 || len(mem) < RingSize(entries, size) {
+		return nil, errors.New("abi: ring header out of range")
+	}
+	return attach(mem, entries, size), nil
+}
+
+func attach(mem []byte, entries, size int) *Ring {
+	return &Ring{
+		mem:       mem[:RingSize(entries, size)],
+		entries:   uint32(entries),
+		entrySize: size,
+		prod:      (*uint32)(unsafe.Pointer(&mem[offProducer])),
+		cons:      (*uint32)(unsafe.Pointer(&mem[offConsumer])),
+		flags:     (*uint32)(unsafe.Pointer(&mem[offFlags])),
+	}
+}
+
+// Entries is the ring's capacity; EntrySize the size of one entry.
+func (r *Ring) Entries() int   { return int(r.entries) }
+func (r *Ring) EntrySize() int { return r.entrySize }
+
+func (r *Ring) entry(i uint32) []byte {
+	off := RingHeaderSize + int(i&(r.entries-1))*r.entrySize
+	return r.mem[off : off+r.entrySize : off+r.entrySize]
+}
+
+// Producer side.
+
+// Free is how many entries the producer may write now. A consumer index
+// that claims more was consumed than was produced is the other side's
+// corruption.
+func (r *Ring) Free() (int, error) {
+	used := r.local - atomic.LoadUint32(r.cons)
+	if used > r.entries {
+		return 0, ErrRingCorrupt
+	}
+	return int(r.entries - used), nil
+}
+
+// Slot is the k-th entry after those already published, to be written
+// before Publish; k must be below Free.
+func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }
+
+// Publish makes the next n written entries visible with one store, and
+// reports whether the consumer is asleep and needs its doorbell rung.
+func (r *Ring) Publish(n int) (wake bool) {
+	r.local += uint32(n)
+	atomic.StoreUint32(r.prod, r.local)
+	return atomic.LoadUint32(r.flags)&FlagAsleep != 0
+}
+
+// Consumer side.
+
+// Available is how many published entries wait to be consumed. A producer
+// index more than a ring ahead is the other side's corruption.
+func (r *Ring) Available() (int, error) {
+	n := atomic.LoadUint32(r.prod) - r.local
+	if n > r.entries {
+		return 0, ErrRingCorrupt
+	}
+	return int(n), nil
+}
+
+// Peek is the k-th available entry, k below Available. The other side
+// may still write to it: copy it before trusting anything in it.
+func (r *Ring) Peek(k int) []byte { return r.entry(r.local + uint32(k)) }
+
+// Consume releases the next n entries to the producer, with one store.
+func (r *Ring) Consume(n int) {
+	r.local += uint32(n)
+	atomic.StoreUint32(r.cons, r.local)
+}
+
+// Sleep announces that the consumer is about to block on its doorbell and
+// reports whether it may: false if entries arrived meanwhile (the flag is
+// then cleared again and the consumer goes on consuming).
+func (r *Ring) Sleep() bool {
+	atomic.StoreUint32(r.flags, FlagAsleep)
+	if atomic.LoadUint32(r.prod) != r.local {
+		atomic.StoreUint32(r.flags, 0)
+		return false
+	}
+	return true
+}
+
+// Wake clears the asleep flag once the consumer is running again.
+func (r *Ring) Wake() { atomic.StoreUint32(r.flags, 0) }
+
+func put32(b []byte, v uint32) { *(*uint32)(unsafe.Pointer(&b[0])) = v }
+func put16(b []byte, v uint16) { *(*uint16)(unsafe.Pointer(&b[0])) = v }
+func get32(b []byte) uint32    { return *(*uint32)(unsafe.Pointer(&b[0])) }
+func get16(b []byte) uint16    { return *(*uint16)(unsafe.Pointer(&b[0])) }

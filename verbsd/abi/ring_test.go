@@ -1,0 +1,246 @@
+package abi
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// sharedRing makes a ring in a memfd mapped twice, as verbsd and a client
+// map it: the creator's view and the opener's view are different virtual
+// addresses for the same pages.
+func sharedRing(t testing.TB, kind Kind, entries, size int) (creator, opener *Ring) {
+	t.Helper()
+	fd, err := unix.MemfdCreate("softib-ring-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	n := RingSize(entries, size)
+	if err := unix.Ftruncate(fd, int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	var views [2][]byte
+	for i := range views {
+		if views[i], err = unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, v := range views {
+			unix.Munmap(v)
+		}
+	})
+	if creator, err = NewRing(views[0], kind, entries, size); err != nil {
+		t.Fatal(err)
+	}
+	if opener, err = OpenRing(views[1], kind); err != nil {
+		t.Fatal(err)
+	}
+	return creator, opener
+}
+
+// TestRingAcrossMappings moves a million entries from a producer goroutine
+// to a consumer goroutine through two mappings of one memfd, in batches of
+// random sizes, with the consumer sleeping on an eventfd doorbell whenever
+// the ring is empty: every entry arrives once, in order, intact, and no
+// wake-up is lost (the test would hang).
+func TestRingAcrossMappings(t *testing.T) {
+	prod, cons := sharedRing(t, KindSQ, 64, 64)
+	bell, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(bell)
+	const total = 1_000_000
+	var wakes atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(1, 2))
+		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+		for seq := uint64(0); seq < total; {
+			free, err := prod.Free()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := min(free, 1+r.IntN(32), int(total-seq))
+			for k := range n {
+				e := prod.Slot(k)
+				binary.LittleEndian.PutUint64(e, seq)
+				binary.LittleEndian.PutUint64(e[56:], ^seq)
+				seq++
+			}
+			if n > 0 && prod.Publish(n) {
+				wakes.Add(1)
+				unix.Write(bell, one)
+			}
+		}
+	}()
+	var buf [8]byte
+	var copyOut [64]byte
+	for want := uint64(0); want < total; {
+		n, err := cons.Available()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			if cons.Sleep() {
+				unix.Read(bell, buf[:])
+				cons.Wake()
+			}
+			continue
+		}
+		for k := range n {
+			copy(copyOut[:], cons.Peek(k))
+			if got := binary.LittleEndian.Uint64(copyOut[:]); got != want || binary.LittleEndian.Uint64(copyOut[56:]) != ^want {
+				t.Fatalf("entry %d: got %d", want, got)
+			}
+			want++
+		}
+		cons.Consume(n)
+	}
+	wg.Wait()
+	t.Logf("%d entries, %d doorbells", total, wakes.Load())
+}
+
+// TestRingIndicesWrap runs a ring across the 2^32 wrap of its indices.
+func TestRingIndicesWrap(t *testing.T) {
+	prod, cons := sharedRing(t, KindCQ, 4, 8)
+	start := ^uint32(0) - 5
+	prod.local, cons.local = start, start
+	*prod.prod, *prod.cons = start, start
+	for i := range 40 {
+		free, err := prod.Free()
+		if err != nil || free != 4 {
+			t.Fatalf("round %d: free %d, %v", i, free, err)
+		}
+		for k := range 3 {
+			binary.LittleEndian.PutUint64(prod.Slot(k), uint64(i*3+k))
+		}
+		prod.Publish(3)
+		n, err := cons.Available()
+		if err != nil || n != 3 {
+			t.Fatalf("round %d: available %d, %v", i, n, err)
+		}
+		for k := range 3 {
+			if got := binary.LittleEndian.Uint64(cons.Peek(k)); got != uint64(i*3+k) {
+				t.Fatalf("round %d entry %d: %d", i, k, got)
+			}
+		}
+		cons.Consume(3)
+	}
+}
+
+// TestRingRefusesCorruptIndices: an index the other side set beyond what
+// the ring can hold is reported, whatever its value.
+func TestRingRefusesCorruptIndices(t *testing.T) {
+	prod, cons := sharedRing(t, KindRQ, 8, 16)
+	atomic.StoreUint32(prod.prod, 9) // a producer claiming 9 entries in a ring of 8
+	if _, err := cons.Available(); !errors.Is(err, ErrRingCorrupt) {
+		t.Fatalf("producer 9 ahead: %v", err)
+	}
+	atomic.StoreUint32(prod.prod, 8)
+	if n, err := cons.Available(); err != nil || n != 8 {
+		t.Fatalf("producer 8 ahead: %d, %v", n, err)
+	}
+	atomic.StoreUint32(prod.cons, 1) // a consumer claiming to have consumed what was never produced
+	if _, err := prod.Free(); !errors.Is(err, ErrRingCorrupt) {
+		t.Fatalf("consumer ahead of the producer: %v", err)
+	}
+}
+
+// TestOpenRingChecksHeader: a client opening a ring checks what verbsd
+// wrote; a damaged header is refused, not trusted.
+func TestOpenRingChecksHeader(t *testing.T) {
+	mem := make([]uint64, RingSize(8, 16)/8)
+	b := unsafeBytes(mem)
+	if _, err := NewRing(b, KindSQ, 8, 16); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenRing(b, KindCQ); err == nil {
+		t.Fatal("opened an SQ as a CQ")
+	}
+	for _, c := range []struct {
+		off int
+		v   uint32
+	}{{offMagic, 1}, {offEntries, 6}, {offEntries, 1 << 30}, {offEntrySize, 12}, {offEntrySize, 0}} {
+		bad := append([]byte(nil), b...)
+		put32(bad[c.off:], c.v)
+		if _, err := OpenRing(alignedCopy(bad), KindSQ); err == nil {
+			t.Errorf("header with %#x at %d accepted", c.v, c.off)
+		}
+	}
+	for _, c := range []struct{ n, size int }{{3, 16}, {8, 12}, {0, 8}, {MaxRingEntries * 2, 8}} {
+		if _, err := NewRing(make([]byte, 1<<16), KindSQ, c.n, c.size); err == nil {
+			t.Errorf("NewRing(%d entries of %d) accepted", c.n, c.size)
+		}
+	}
+}
+
+// FuzzRingIndices: whatever indices the other side writes, the ring
+// never panics and never reports more than it holds.
+func FuzzRingIndices(f *testing.F) {
+	f.Add(uint32(0), uint32(0), uint32(0))
+	f.Add(uint32(9), uint32(0), ^uint32(0))
+	f.Fuzz(func(t *testing.T, p, c, local uint32) {
+		mem := unsafeBytes(make([]uint64, RingSize(8, 16)/8))
+		r, err := NewRing(mem, KindSQ, 8, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.local = local
+		*r.prod, *r.cons = p, c
+		if n, err := r.Available(); err == nil && (n < 0 || n > 8) {
+			t.Fatalf("available %d", n)
+		} else if err == nil && n > 0 {
+			_ = r.Peek(n - 1)
+		}
+		if n, err := r.Free(); err == nil && (n < 0 || n > 8) {
+			t.Fatalf("free %d", n)
+		} else if err == nil && n > 0 {
+			_ = r.Slot(n - 1)
+		}
+	})
+}
+
+// BenchmarkRing passes 64-byte entries between two goroutines through
+// shared memory, published and consumed in batches of 32.
+func BenchmarkRing(b *testing.B) {
+	prod, cons := sharedRing(b, KindSQ, 256, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for got := 0; got < b.N; {
+			n, _ := cons.Available()
+			if n == 0 {
+				continue
+			}
+			for k := range n {
+				_ = cons.Peek(k)[0]
+			}
+			cons.Consume(n)
+			got += n
+		}
+	}()
+	b.ResetTimer()
+	for sent := 0; sent < b.N; {
+		free, _ := prod.Free()
+		n := min(free, 32, b.N-sent)
+		for k := range n {
+			prod.Slot(k)[0] = byte(sent + k)
+		}
+		if n > 0 {
+			prod.Publish(n)
+		}
+		sent += n
+	}
+	<-done
+}
