@@ -157,21 +157,23 @@ func (s *sim) run(limit Time, done func() bool) {
 			s.now += 100
 			continue
 		}
-		// Idle: jump to the next event.
-		next := end
-		if len(s.flight) > 0 && s.flight[0].at < next {
-			next = s.flight[0].at
-		}
-		for _, d := range s.devs {
-			if dl := d.Deadline(); dl != 0 && dl < next {
-				next = dl
-			}
-		}
-		if next <= s.now {
-			next = s.now + 1
-		}
-		s.now = next
+		s.now = nextEvent(s.now, end, s.flight, s.devs) // idle: jump ahead
 	}
+}
+
+// nextEvent is the time an idle simulation jumps to: the next frame to
+// deliver or the next device deadline, no later than end.
+func nextEvent(now, end Time, flight flightHeap, devs []*Device) Time {
+	next := end
+	if len(flight) > 0 && flight[0].at < next {
+		next = flight[0].at
+	}
+	for _, d := range devs {
+		if dl := d.Deadline(); dl != 0 && dl < next {
+			next = dl
+		}
+	}
+	return max(next, now+1)
 }
 
 // testDevice makes a device with one RoCEv2/IPv4 port.

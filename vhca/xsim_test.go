@@ -139,19 +139,7 @@ func (s *xsim) run(limit Time, done func() bool) bool {
 			s.now += s.step
 			continue
 		}
-		next := end
-		if len(s.flight) > 0 && s.flight[0].at < next {
-			next = s.flight[0].at
-		}
-		for _, d := range s.devs {
-			if dl := d.Deadline(); dl != 0 && dl < next {
-				next = dl
-			}
-		}
-		if next <= s.now {
-			next = s.now + 1
-		}
-		s.now = next
+		s.now = nextEvent(s.now, end, s.flight, s.devs)
 	}
 }
 
