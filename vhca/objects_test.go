@@ -471,12 +471,7 @@ func TestDeregMRDuringWrite(t *testing.T) {
 	if !bytes.Equal(mem.buf, mem.atRel) {
 		t.Fatal("the region's memory was written after its release")
 	}
-	var naks []xpkt
-	for _, p := range s.sentBy(1, wire.RCAcknowledge) {
-		if p.Syn.Kind() == wire.SyndromeNAK {
-			naks = append(naks, p)
-		}
-	}
+	naks := s.naksBy(1)
 	if len(naks) != 1 || naks[0].Syn.Value() != wire.NAKRemoteAccessError || naks[0].PSN != c.PSNA+4 {
 		t.Fatalf("NAKs %+v, want one remote access error for PSN %d", naks, c.PSNA+4)
 	}

@@ -182,12 +182,7 @@ func TestDeregMRDuringRead(t *testing.T) {
 	if len(resps) != 4 {
 		t.Errorf("%d READ responses sent, want the 4 before the deregistration", len(resps))
 	}
-	var naks []xpkt
-	for _, p := range s.sentBy(1, wire.RCAcknowledge) {
-		if p.Syn.Kind() == wire.SyndromeNAK {
-			naks = append(naks, p)
-		}
-	}
+	naks := s.naksBy(1)
 	if len(naks) != 1 || naks[0].Syn.Value() != wire.NAKRemoteAccessError || naks[0].PSN != c.PSNA+4 {
 		t.Fatalf("NAKs %+v, want one remote access error at PSN %d", naks, c.PSNA+4)
 	}

@@ -130,17 +130,7 @@ func (s *sim) run(limit Time, done func() bool) {
 		if iter == 1_000_000_000 {
 			s.t.Fatalf("simulator stuck at %v: %s", s.now, s.describe())
 		}
-		busy := false
-		for i, d := range s.devs {
-			for range 32 {
-				n, _ := d.Transmit(s.now, s.buf)
-				if n == 0 {
-					break
-				}
-				busy = true
-				s.send(i, s.buf[:n])
-			}
-		}
+		busy := transmitAll(s.now, s.devs, s.buf, s.send)
 		for len(s.flight) > 0 && s.flight[0].at <= s.now {
 			f := heap.Pop(&s.flight).(inflight)
 			s.devs[f.to].Receive(s.now, 1, f.frame)
@@ -159,6 +149,23 @@ func (s *sim) run(limit Time, done func() bool) {
 		}
 		s.now = nextEvent(s.now, end, s.flight, s.devs) // idle: jump ahead
 	}
+}
+
+// transmitAll lets every device send up to 32 frames and hands each to
+// send; it reports whether any was sent.
+func transmitAll(now Time, devs []*Device, buf []byte, send func(from int, frame []byte)) bool {
+	sent := false
+	for i, d := range devs {
+		for range 32 {
+			n, _ := d.Transmit(now, buf)
+			if n == 0 {
+				break
+			}
+			sent = true
+			send(i, buf[:n])
+		}
+	}
+	return sent
 }
 
 // nextEvent is the time an idle simulation jumps to: the next frame to

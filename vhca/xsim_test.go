@@ -119,15 +119,8 @@ func (s *xsim) run(limit Time, done func() bool) bool {
 			}
 			busy = true
 		}
-		for i, d := range s.devs {
-			for range 32 {
-				n, _ := d.Transmit(s.now, s.buf)
-				if n == 0 {
-					break
-				}
-				busy = true
-				s.send(i, s.buf[:n])
-			}
+		if transmitAll(s.now, s.devs, s.buf, s.send) {
+			busy = true
 		}
 		if done != nil && done() {
 			return true
@@ -344,4 +337,15 @@ func equalSummaries(a, b []wcSummary) bool {
 		}
 	}
 	return true
+}
+
+// naksBy is the NAKs (not RNR NAKs) devs[from] sent, in order.
+func (s *xsim) naksBy(from int) []xpkt {
+	var naks []xpkt
+	for _, p := range s.sentBy(from, wire.RCAcknowledge) {
+		if p.Syn.Kind() == wire.SyndromeNAK {
+			naks = append(naks, p)
+		}
+	}
+	return naks
 }
