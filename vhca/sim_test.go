@@ -361,9 +361,12 @@ func TestRCSendWriteReadAtomicNoLoss(t *testing.T) {
 }
 
 // describe is the state of every QP, for a failure message.
-func (s *sim) describe() string {
+func (s *sim) describe() string { return describeQPs(s.devs) }
+
+// describeQPs is the state of every QP of devs, for a failure message.
+func describeQPs(devs []*Device) string {
 	out := ""
-	for i, d := range s.devs {
+	for i, d := range devs {
 		for _, qp := range d.sortedQPs() {
 			r := &qp.req
 			out += fmt.Sprintf("\n dev %d QP %d %s: psn %d unacked %d sq %d/%d/%d off %d rdOut %d timer %d rnr %d retries %d | resp epsn %d queue %d inMsg %v ready %v deadline %d",

@@ -2,7 +2,6 @@ package vhca
 
 import (
 	"container/heap"
-	"fmt"
 	"testing"
 
 	"github.com/softib/softib/vhca/wire"
@@ -144,18 +143,7 @@ func (s *xsim) must(limit Time, what string, done func() bool) {
 	}
 }
 
-func (s *xsim) describe() string {
-	out := ""
-	for i, d := range s.devs {
-		for _, qp := range d.sortedQPs() {
-			r := &qp.req
-			out += fmt.Sprintf("\n dev %d QP %d %s: psn %d unacked %d sq %d/%d/%d off %d rdOut %d timer %d rnr %d retries %d | resp epsn %d queue %d inMsg %v",
-				i, qp.Num, qp.state, r.psn, r.unacked, qp.sqHead, qp.sqNext, qp.sqTail, r.offset, r.rdOut, r.timer, r.rnrWait, r.retries,
-				qp.resp.epsn, len(qp.resp.queue), qp.resp.inMessage)
-		}
-	}
-	return out
-}
+func (s *xsim) describe() string { return describeQPs(s.devs) }
 
 // sentBy filters the log: frames devs[from] sent with one of the opcodes
 // (any if none given).
