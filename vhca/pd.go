@@ -5,7 +5,6 @@ package vhca
 // An RDMA request whose R_Key names a region of another PD than the
 // responder QP's fails its access check with a remote access error.
 type PD struct {
-	dev    *Device
 	Handle uint32
 	users  int // MRs, QPs, AHs and SRQs created in it
 }
@@ -16,7 +15,7 @@ func (d *Device) AllocPD() (*PD, error) {
 		return nil, errLimit("PDs", d.Attr.MaxPD)
 	}
 	d.nextHandle++
-	pd := &PD{dev: d, Handle: d.nextHandle}
+	pd := &PD{Handle: d.nextHandle}
 	d.pds[pd.Handle] = pd
 	return pd, nil
 }

@@ -8,10 +8,8 @@ type SRQ struct {
 	dev    *Device
 	Handle uint32
 	PD     *PD
-	CQ     *CQ // completions of WQEs taken by no QP: unused, kept for XRC
 	rq     recvQueue
 	limit  int // 0: disarmed
-	Err    bool
 	users  int
 }
 
