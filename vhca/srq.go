@@ -90,3 +90,6 @@ func (s *SRQ) take() *recvWQE {
 
 // Len is how many receive WQEs the SRQ holds.
 func (s *SRQ) Len() int { return s.rq.len() }
+
+// Attr is the SRQ's size and armed limit (ibv_query_srq).
+func (s *SRQ) Attr() SRQAttr { return SRQAttr{MaxWR: s.rq.max, MaxSGE: s.rq.maxSGE, Limit: s.limit} }

@@ -20,6 +20,8 @@ const (
 	offProducer    = 64
 	offConsumer    = 128
 	offFlags       = 192
+	offEvents      = 68  // CQ: completion events raised, written by the producer
+	offArm         = 196 // CQ: arm requests, written by the consumer
 	FlagAsleep     = 1
 	MaxRingEntries = 1 << 20
 	MaxRingEntrySz = 1 << 16
@@ -51,6 +53,8 @@ type Ring struct {
 	prod      *uint32
 	cons      *uint32
 	flags     *uint32
+	events    *uint32
+	arm       *uint32
 	// This side's own index (the producer's or the consumer's): kept
 	// here, never read back from shared memory.
 	local uint32
@@ -109,6 +113,8 @@ func attach(mem []byte, entries, size int) *Ring {
 		prod:      (*uint32)(unsafe.Pointer(&mem[offProducer])),
 		cons:      (*uint32)(unsafe.Pointer(&mem[offConsumer])),
 		flags:     (*uint32)(unsafe.Pointer(&mem[offFlags])),
+		events:    (*uint32)(unsafe.Pointer(&mem[offEvents])),
+		arm:       (*uint32)(unsafe.Pointer(&mem[offArm])),
 	}
 }
 
@@ -182,6 +188,29 @@ func (r *Ring) Sleep() bool {
 
 // Wake clears the asleep flag once the consumer is running again.
 func (r *Ring) Wake() { atomic.StoreUint32(r.flags, 0) }
+
+// Completion queues: arming (ibv_req_notify_cq) and completion events
+// pass through two more words of the header, each written by one side.
+
+// Arm asks for one completion event (consumer side): the arm word counts
+// requests in its upper 31 bits, bit 0 says solicited completions only.
+func (r *Ring) Arm(solicitedOnly bool) {
+	v := atomic.LoadUint32(r.arm)&^1 + 2
+	if solicitedOnly {
+		v |= 1
+	}
+	atomic.StoreUint32(r.arm, v)
+}
+
+// ArmRequest is the consumer's arm word (producer side).
+func (r *Ring) ArmRequest() uint32 { return atomic.LoadUint32(r.arm) }
+
+// RaiseEvent counts one more completion event (producer side), before
+// the producer signals the completion channel.
+func (r *Ring) RaiseEvent() { atomic.StoreUint32(r.events, atomic.LoadUint32(r.events)+1) }
+
+// EventCount is how many completion events the producer raised.
+func (r *Ring) EventCount() uint32 { return atomic.LoadUint32(r.events) }
 
 func put32(b []byte, v uint32) { *(*uint32)(unsafe.Pointer(&b[0])) = v }
 func put16(b []byte, v uint16) { *(*uint16)(unsafe.Pointer(&b[0])) = v }

@@ -1,0 +1,97 @@
+// Command verbsd hosts vHCAs and serves them to verbs programs over
+// shared memory. With no arguments it serves one vHCA, vhca0, on
+// /run/softib/verbsd.sock.
+//
+//	verbsd [-socket PATH] [-device SPEC]... [-group NAME] [limits]
+//
+// A device SPEC is a name followed by comma-separated options:
+// guid=0x..., addr=IP (repeatable: one RoCEv2 GID each), pipe=OTHER (an
+// in-memory link to another device of this verbsd), e.g.
+//
+//	verbsd -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/softib/softib/verbsd"
+	"github.com/softib/softib/verbsd/abi"
+)
+
+type deviceFlags []verbsd.DeviceConfig
+
+func (d *deviceFlags) String() string { return fmt.Sprint(len(*d), " devices") }
+
+func (d *deviceFlags) Set(spec string) error {
+	parts := strings.Split(spec, ",")
+	c := verbsd.DeviceConfig{Name: parts[0]}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		switch k {
+		case "guid":
+			g, err := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64)
+			if err != nil {
+				return fmt.Errorf("guid %q: %v", v, err)
+			}
+			c.NodeGUID = g
+		case "addr":
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return err
+			}
+			c.Addrs = append(c.Addrs, a)
+		case "pipe":
+			c.Pipe = v
+		default:
+			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=)", k)
+		}
+	}
+	*d = append(*d, c)
+	return nil
+}
+
+func main() {
+	var devs deviceFlags
+	lim := verbsd.DefaultLimits()
+	socket := flag.String("socket", abi.DefaultSocket, "control socket")
+	group := flag.String("group", "", "group allowed to connect besides root (default: softib, if it exists)")
+	flag.Var(&devs, "device", "a vHCA: NAME[,guid=0x..][,addr=IP]...[,pipe=OTHER] (repeatable; default vhca0)")
+	flag.IntVar(&lim.QPs, "max-qps", lim.QPs, "QPs per client")
+	flag.IntVar(&lim.CQs, "max-cqs", lim.CQs, "CQs per client")
+	flag.IntVar(&lim.MRs, "max-mrs", lim.MRs, "MRs per client")
+	flag.Uint64Var(&lim.MappedBytes, "max-mapped", lim.MappedBytes, "registered bytes per client")
+	spin := flag.Duration("spin", 0, "how long the engine polls after its last work before sleeping (default 50µs)")
+	verbose := flag.Bool("v", false, "debug logging")
+	flag.Parse()
+	if *verbose {
+		slog.SetLogLoggerLevel(slog.LevelDebug)
+	}
+	srv, err := verbsd.New(verbsd.Config{Socket: *socket, Devices: devs, Group: *group, Limits: lim, Spin: *spin})
+	if err == nil {
+		err = srv.Listen()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "verbsd:", err)
+		os.Exit(1)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-sig
+		slog.Info("shutting down", "signal", s.String())
+		srv.Shutdown()
+	}()
+	slog.Info("verbsd serving", "socket", *socket, "devices", max(len(devs), 1))
+	if err := srv.Serve(); err != nil {
+		fmt.Fprintln(os.Stderr, "verbsd:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,252 @@
+package verbsd
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/wire"
+	"golang.org/x/sys/unix"
+)
+
+// engine is the one goroutine that owns every hosted vHCA: it runs the
+// verbs the control plane hands it, moves work requests from the clients'
+// rings into the devices and completions back, carries frames between
+// ports, and fires the timers. A vhca.Device is not safe for concurrent
+// use; having one owner is also what makes destroying an object safe
+// against a packet in flight.
+//
+// It polls while there is work and for a short while after (a client that
+// posts again soon is served without a wake-up), then sleeps on the
+// doorbell after telling every ring it consumes that it is asleep.
+type engine struct {
+	hcas  []*hca
+	todo  chan func()
+	bell  *os.File // eventfd: clients' doorbell, control requests, shutdown
+	start time.Time
+	spin  time.Duration
+	now   vhca.Time
+	quit  bool
+
+	frame  []byte
+	wqe    []byte
+	wr     [1]vhca.SendWR
+	sgl    []vhca.SGE
+	rwr    [1]vhca.RecvWR
+	rsgl   []vhca.SGE
+	wcs    [64]vhca.WC
+	events [64]vhca.Event
+	rx     func(frame []byte)
+	rxHCA  *hca
+
+	cqOf  map[*vhca.CQ]*cqRing
+	qpOf  map[*vhca.QP]*qpRings
+	srqOf map[*vhca.SRQ]*srqRing
+
+	bellBuf [8]byte
+	stopped chan struct{}
+	// async delivers a device's asynchronous events to the sessions.
+	async func(h *hca, ev vhca.Event)
+}
+
+// maxFrame is the largest frame a port builds: a 4096-byte payload and
+// every header a RoCEv2/IPv6 packet can carry.
+const maxFrame = 4096 + 256
+
+func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{
+		hcas: hcas, todo: make(chan func(), 64), bell: os.NewFile(uintptr(fd), "verbsd-doorbell"),
+		start: time.Now(), spin: spin, frame: make([]byte, maxFrame), wqe: make([]byte, 1<<16),
+		sgl: make([]vhca.SGE, 0, 256), rsgl: make([]vhca.SGE, 0, 256),
+		cqOf: map[*vhca.CQ]*cqRing{}, qpOf: map[*vhca.QP]*qpRings{}, srqOf: map[*vhca.SRQ]*srqRing{},
+		stopped: make(chan struct{}),
+	}
+	e.rx = func(f []byte) { e.rxHCA.dev.Receive(e.now, 1, f) }
+	return e, nil
+}
+
+// bellFD is the doorbell's descriptor, to hand to clients.
+func (e *engine) bellFD() int { return int(e.bell.Fd()) }
+
+// ring wakes the engine (a write of 1 to the doorbell).
+func (e *engine) ring() {
+	var one = [8]byte{1}
+	e.bell.Write(one[:])
+}
+
+var errStopped = errors.New("verbsd is shutting down")
+
+// do runs f on the engine goroutine and waits for it.
+func (e *engine) do(f func()) error {
+	done := make(chan struct{})
+	select {
+	case e.todo <- func() { f(); close(done) }:
+	case <-e.stopped:
+		return errStopped
+	}
+	e.ring()
+	select {
+	case <-done:
+		return nil
+	case <-e.stopped:
+		return errStopped
+	}
+}
+
+// run is the engine goroutine. It returns when a control function sets
+// quit.
+func (e *engine) run() {
+	defer close(e.stopped)
+	runtime.LockOSThread()
+	last := time.Now()
+	for !e.quit {
+		if e.step() {
+			last = time.Now()
+			continue
+		}
+		if time.Since(last) < e.spin {
+			continue
+		}
+		e.sleep()
+		last = time.Now()
+	}
+}
+
+// step does one round of everything and reports whether it found work.
+func (e *engine) step() bool {
+	e.now = vhca.Time(time.Since(e.start))
+	work := 0
+	for drained := false; !drained; {
+		select {
+		case f := <-e.todo:
+			f()
+			work++
+		default:
+			drained = true
+		}
+	}
+	for _, h := range e.hcas {
+		for _, r := range h.qps {
+			work += e.pollSQ(r) + e.pollRQ(r)
+		}
+		for _, r := range h.srqs {
+			work += e.pollSRQ(r)
+		}
+		if dl := h.dev.Deadline(); dl != 0 && dl <= e.now {
+			h.dev.Advance(e.now)
+			work++
+		}
+		work += e.transmit(h)
+		if h.pipe != nil {
+			e.rxHCA = h
+			work += h.pipe.Recv(256, e.rx)
+		}
+	}
+	for _, h := range e.hcas {
+		for _, c := range h.cqs {
+			work += e.fillCQ(c)
+		}
+		work += e.deliverEvents(h)
+	}
+	return work > 0
+}
+
+// transmit moves the device's ready frames to their port's destination:
+// the device itself (loopback, as an HCA does in hardware), or the pipe.
+func (e *engine) transmit(h *hca) int {
+	sent := 0
+	for sent < 256 {
+		buf := e.frame
+		if h.pipe != nil {
+			if buf = h.pipe.TxBuf(); buf == nil {
+				break
+			}
+		}
+		n, port := h.dev.Transmit(e.now, buf)
+		if n == 0 {
+			break
+		}
+		sent++
+		var dst wire.MAC
+		copy(dst[:], buf[:6])
+		switch {
+		case dst == h.mac:
+			h.dev.Receive(e.now, port, buf[:n])
+		case h.pipe != nil:
+			h.pipe.Send(n)
+		}
+	}
+	if sent > 0 && h.pipe != nil {
+		h.pipe.Flush()
+	}
+	return sent
+}
+
+// sleep blocks on the doorbell until a client rings it, a control request
+// arrives, or the earliest timer of the devices is due.
+func (e *engine) sleep() {
+	asleep := true
+	for _, h := range e.hcas {
+		if h.pipe != nil && h.pipe.Pending() > 0 {
+			asleep = false
+		}
+		for _, r := range h.qps {
+			asleep = asleep && r.sleep()
+		}
+		for _, r := range h.srqs {
+			asleep = asleep && (r.dead || r.ring.Sleep())
+		}
+	}
+	if asleep && len(e.todo) == 0 {
+		var deadline vhca.Time
+		for _, h := range e.hcas {
+			if dl := h.dev.Deadline(); dl != 0 && (deadline == 0 || dl < deadline) {
+				deadline = dl
+			}
+		}
+		if deadline != 0 {
+			e.bell.SetReadDeadline(e.start.Add(time.Duration(deadline)))
+		} else {
+			e.bell.SetReadDeadline(time.Time{})
+		}
+		e.bell.Read(e.bellBuf[:])
+	}
+	for _, h := range e.hcas {
+		for _, r := range h.qps {
+			r.wake()
+		}
+		for _, r := range h.srqs {
+			r.ring.Wake()
+		}
+	}
+}
+
+// deliverEvents signals completion channels and passes the device's
+// asynchronous events to the sessions that own their objects.
+func (e *engine) deliverEvents(h *hca) int {
+	total := 0
+	for {
+		n := h.dev.Events(e.events[:])
+		for _, ev := range e.events[:n] {
+			if ev.Type == vhca.EventCompletion {
+				if c := e.cqOf[ev.CQ]; c != nil {
+					c.fire()
+				}
+				continue
+			}
+			if e.async != nil {
+				e.async(h, ev)
+			}
+		}
+		total += n
+		if n < len(e.events) {
+			return total
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"os"
+
+	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/link/pipe"
+	"github.com/softib/softib/vhca/wire"
+)
+
+// DeviceConfig describes one hosted vHCA.
+type DeviceConfig struct {
+	Name string
+	// NodeGUID: zero derives a stable one from the host name and the
+	// device name, so that a restarted verbsd keeps its GIDs.
+	NodeGUID uint64
+	// Addrs are the port's IP addresses: one RoCEv2 GID each, after the
+	// link-local GID at index 0 (Linux rxe's order).
+	Addrs []netip.Addr
+	// Pipe names another hosted vHCA this one is joined to by an
+	// in-memory link (vhca/link/pipe). Empty: loopback only.
+	Pipe string
+	// Seed makes keys and PSNs repeatable (tests); zero: random.
+	Seed uint64
+}
+
+// hca is a vHCA as verbsd hosts it: the device, its Ethernet addressing
+// and the link of its port.
+type hca struct {
+	name string
+	dev  *vhca.Device
+	mac  wire.MAC
+	pipe *pipe.End // nil: loopback only
+	peer *hca
+	cqs  []*cqRing  // every CQ of every client on this device
+	qps  []*qpRings // every QP with its rings
+	srqs []*srqRing
+}
+
+// derivedMAC is a locally administered unicast MAC that stays the same
+// for a device name on a host.
+func derivedMAC(name string) wire.MAC {
+	host, _ := os.Hostname()
+	h := fnv.New64a()
+	h.Write([]byte(host + "/" + name))
+	var m wire.MAC
+	s := h.Sum64()
+	for i := range m {
+		m[i] = byte(s >> (8 * i))
+	}
+	m[0] = m[0]&^1 | 2
+	return m
+}
+
+// macFromGUID and guidFromMAC convert between a MAC and its modified
+// EUI-64 (RFC 4291 appendix A), as rxe derives its node GUID from the
+// netdev's MAC.
+func guidFromMAC(m wire.MAC) uint64 {
+	b := [8]byte{m[0] ^ 2, m[1], m[2], 0xFF, 0xFE, m[3], m[4], m[5]}
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func macFromGUID(g uint64) wire.MAC {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], g)
+	return wire.MAC{b[0] ^ 2, b[1], b[2], b[5], b[6], b[7]}
+}
+
+func newHCA(c DeviceConfig) (*hca, error) {
+	if c.Name == "" || len(c.Name) >= 64 {
+		return nil, fmt.Errorf("device name %q: want 1 to 63 characters", c.Name)
+	}
+	guid := c.NodeGUID
+	if guid == 0 {
+		guid = guidFromMAC(derivedMAC(c.Name))
+	}
+	mac := macFromGUID(guid)
+	var ll wire.GID
+	ll[0], ll[1] = 0xFE, 0x80
+	binary.BigEndian.PutUint64(ll[8:], guid)
+	gids := []vhca.GIDEntry{{GID: ll, Type: vhca.GIDTypeRoCEv2}}
+	for _, a := range c.Addrs {
+		var g wire.GID
+		if a.Is4() {
+			g = wire.IPv4MappedGID(a.As4())
+		} else {
+			g = a.As16()
+		}
+		gids = append(gids, vhca.GIDEntry{GID: g, Type: vhca.GIDTypeRoCEv2})
+	}
+	dev, err := vhca.NewDevice(vhca.Config{
+		Name: c.Name, NodeGUID: guid, Seed: c.Seed,
+		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, MAC: mac, GIDs: gids}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hca{name: c.Name, dev: dev, mac: mac}, nil
+}
+
+// resolveMAC finds the Ethernet address of the port that owns dgid, as
+// the kernel's neighbour resolution does for a RoCE address vector: this
+// device itself (loopback) or the one at the other end of its pipe. A
+// link-local GID carries its MAC in its interface identifier.
+func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
+	for _, x := range []*hca{h, h.peer} {
+		if x == nil {
+			continue
+		}
+		for _, e := range x.dev.Ports[0].GIDs {
+			if e.GID == dgid {
+				return x.mac, nil
+			}
+		}
+	}
+	if dgid[0] == 0xFE && dgid[1]&0xC0 == 0x80 {
+		return macFromGUID(binary.BigEndian.Uint64(dgid[8:])), nil
+	}
+	return wire.MAC{}, fmt.Errorf("no route to GID %s from %s", netip.AddrFrom16(dgid), h.name)
+}

@@ -1,0 +1,284 @@
+package verbsd
+
+import (
+	"github.com/softib/softib/verbsd/abi"
+	"github.com/softib/softib/vhca"
+	"golang.org/x/sys/unix"
+)
+
+// The data plane: work requests come out of the clients' rings into the
+// devices, completions go from the devices into the clients' rings.
+// Everything read from a ring is the client's word and checked as such:
+// an entry is copied out of shared memory before it is looked at, and
+// anything wrong with it completes in error and takes its QP to Error.
+
+// qpRings is a QP with its send and receive rings.
+type qpRings struct {
+	s      *session
+	handle uint32
+	qp     *vhca.QP
+	mem    *mapping
+	sq, rq *abi.Ring // rq nil when the QP receives from an SRQ
+	cap    vhca.QPCap
+	dead   bool // a ring was corrupted: the QP is in Error, its rings ignored
+}
+
+// srqRing is a shared receive queue with its ring.
+type srqRing struct {
+	s      *session
+	handle uint32
+	srq    *vhca.SRQ
+	mem    *mapping
+	ring   *abi.Ring
+	maxSGE int
+	dead   bool
+}
+
+// cqRing is a CQ with its ring and completion channel.
+type cqRing struct {
+	s       *session
+	handle  uint32
+	cq      *vhca.CQ
+	mem     *mapping
+	ring    *abi.Ring
+	ch      *compChannel
+	armSeen uint32
+	dead    bool
+}
+
+// compChannel is a completion channel: the client's eventfd.
+type compChannel struct {
+	handle uint32
+	fd     int
+	users  int
+}
+
+func (r *qpRings) sleep() bool {
+	if r.dead {
+		return true
+	}
+	if !r.sq.Sleep() {
+		return false
+	}
+	return r.rq == nil || r.rq.Sleep()
+}
+
+func (r *qpRings) wake() {
+	r.sq.Wake()
+	if r.rq != nil {
+		r.rq.Wake()
+	}
+}
+
+// corrupt ends a QP whose client broke a ring's indices.
+func (e *engine) corrupt(r *qpRings) {
+	r.dead = true
+	h := r.s.h
+	h.dev.ModifyQP(r.qp, &vhca.QPAttr{State: vhca.QPStateError}, vhca.QPAttrState)
+	r.s.sendEvent(abi.Event{Type: uint32(vhca.EventQPFatal), Handle: r.handle})
+}
+
+// pollSQ moves the send WQEs the client published into the QP.
+func (e *engine) pollSQ(r *qpRings) int {
+	if r.dead {
+		return 0
+	}
+	n, err := r.sq.Available()
+	if err != nil {
+		e.corrupt(r)
+		return 0
+	}
+	dev := r.s.h.dev
+	size := r.sq.EntrySize()
+	done := 0
+	for ; done < n; done++ {
+		w := abi.SendWQE(e.wqe[:size])
+		copy(w, r.sq.Peek(done))
+		wr := &e.wr[0]
+		if !e.decodeSend(r, w, wr) {
+			dev.RefuseSend(r.qp, w.WRID(), vhca.WROpcode(w.Opcode()))
+			continue
+		}
+		if _, err := dev.PostSend(r.qp, e.wr[:]); err != nil {
+			if err == vhca.ErrQueueFull {
+				break // the QP's send queue is full: the rest waits in the ring
+			}
+			dev.RefuseSend(r.qp, wr.WRID, wr.Opcode)
+		}
+	}
+	if done > 0 {
+		r.sq.Consume(done)
+	}
+	return done
+}
+
+// decodeSend turns a copied send WQE into a work request, checking what
+// the engine cannot: the counts against the entry and the QP's
+// capabilities, and the address handle against the client's own.
+func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
+	*wr = vhca.SendWR{
+		WRID: w.WRID(), Opcode: vhca.WROpcode(w.Opcode()), Flags: vhca.SendFlags(w.Flags()),
+		Imm: w.Imm(), RemoteAddr: w.RemoteAddr(), RKey: w.RKey(),
+		CompareAdd: w.CompareAdd(), Swap: w.Swap(),
+		RemoteQPN: w.RemoteQPN(), RemoteQKey: w.RemoteQKey(),
+	}
+	room := len(w) - abi.SendWQEHeader
+	if wr.Flags&vhca.SendInline != 0 {
+		n := w.InlineLen()
+		if n < 0 || n > room || n > r.cap.MaxInlineData {
+			return false
+		}
+		wr.InlineData = w.Inline()[:n]
+	} else {
+		n := w.NumSGE()
+		if n > r.cap.MaxSendSGE || n*abi.SGESize > room {
+			return false
+		}
+		e.sgl = e.sgl[:0]
+		for i := range n {
+			s := w.SGE(i)
+			e.sgl = append(e.sgl, vhca.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()})
+		}
+		wr.SGL = e.sgl
+	}
+	if r.qp.Type == vhca.QPTypeUD {
+		ah := r.s.ahs[w.AH()]
+		if ah == nil {
+			return false
+		}
+		wr.AH = ah
+	}
+	return true
+}
+
+// pollRQ moves the receive WQEs the client published into the QP.
+func (e *engine) pollRQ(r *qpRings) int {
+	if r.dead || r.rq == nil {
+		return 0
+	}
+	n, err := r.rq.Available()
+	if err != nil {
+		e.corrupt(r)
+		return 0
+	}
+	dev := r.s.h.dev
+	done := 0
+	for ; done < n; done++ {
+		w := abi.RecvWQE(e.wqe[:r.rq.EntrySize()])
+		copy(w, r.rq.Peek(done))
+		if !e.decodeRecv(w, r.cap.MaxRecvSGE) {
+			dev.RefuseRecv(r.qp, w.WRID())
+			continue
+		}
+		if _, err := dev.PostRecv(r.qp, e.rwr[:]); err != nil {
+			if err == vhca.ErrQueueFull {
+				break
+			}
+			dev.RefuseRecv(r.qp, w.WRID())
+		}
+	}
+	if done > 0 {
+		r.rq.Consume(done)
+	}
+	return done
+}
+
+func (e *engine) decodeRecv(w abi.RecvWQE, maxSGE int) bool {
+	n := w.NumSGE()
+	if n < 0 || n > maxSGE || abi.RecvWQEHeader+n*abi.SGESize > len(w) {
+		return false
+	}
+	e.rsgl = e.rsgl[:0]
+	for i := range n {
+		s := w.SGE(i)
+		e.rsgl = append(e.rsgl, vhca.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()})
+	}
+	e.rwr[0] = vhca.RecvWR{WRID: w.WRID(), SGL: e.rsgl}
+	return true
+}
+
+// pollSRQ moves the receive WQEs the client published into the SRQ.
+func (e *engine) pollSRQ(r *srqRing) int {
+	if r.dead {
+		return 0
+	}
+	dev := r.s.h.dev
+	n, err := r.ring.Available()
+	if err != nil {
+		r.dead = true
+		dev.RefuseSRQRecv(r.srq)
+		return 0
+	}
+	done := 0
+	for ; done < n; done++ {
+		w := abi.RecvWQE(e.wqe[:r.ring.EntrySize()])
+		copy(w, r.ring.Peek(done))
+		if !e.decodeRecv(w, r.maxSGE) {
+			dev.RefuseSRQRecv(r.srq)
+			continue
+		}
+		if _, err := dev.PostSRQRecv(r.srq, e.rwr[:]); err != nil {
+			if err == vhca.ErrQueueFull {
+				break
+			}
+			dev.RefuseSRQRecv(r.srq)
+		}
+	}
+	if done > 0 {
+		r.ring.Consume(done)
+	}
+	return done
+}
+
+// fillCQ moves the CQ's completions into its ring while the ring has
+// room, and takes note of a new arm request.
+func (e *engine) fillCQ(c *cqRing) int {
+	if c.dead {
+		return 0
+	}
+	work := 0
+	if a := c.ring.ArmRequest(); a != c.armSeen {
+		c.armSeen = a
+		c.cq.ReqNotify(a&1 != 0)
+		// A completion may have reached the ring after the client last
+		// polled and before this arm was seen: an event now is at worst
+		// spurious, which the verbs allow; none could be lost.
+		if n, _ := c.ring.Available(); n > 0 {
+			c.fire()
+		}
+		work++
+	}
+	if c.cq.Len() == 0 {
+		return work
+	}
+	free, err := c.ring.Free()
+	if err != nil {
+		c.dead = true
+		c.s.sendEvent(abi.Event{Type: uint32(vhca.EventCQErr), Handle: c.handle})
+		return work
+	}
+	n := c.cq.Poll(e.wcs[:min(free, len(e.wcs))])
+	for i := range n {
+		wc := &e.wcs[i]
+		abi.CQE(c.ring.Slot(i)).Put(&abi.CQEFields{
+			WRID: wc.WRID, Status: uint8(wc.Status), Opcode: uint8(wc.Opcode), SL: wc.SL,
+			DLIDPathBits: wc.DLIDPath, VendorErr: wc.VendorErr, ByteLen: wc.ByteLen, Imm: wc.Imm,
+			QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.Flags), PKeyIndex: wc.PKeyIndex, SLID: wc.SLID,
+		})
+	}
+	if n > 0 {
+		c.ring.Publish(n)
+	}
+	return work + n
+}
+
+// fire raises a completion event: counted in the ring, then signalled on
+// the channel's eventfd.
+func (c *cqRing) fire() {
+	if c.ch == nil {
+		return
+	}
+	c.ring.RaiseEvent()
+	var one = [8]byte{1}
+	unix.Write(c.ch.fd, one[:])
+}

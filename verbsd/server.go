@@ -1,0 +1,375 @@
+// Package verbsd is the daemon: it hosts vHCAs and serves them to clients
+// over a unix socket (the control plane, SOCK_SEQPACKET) and shared-memory
+// rings (the data plane), as verbsd/abi describes. It owns every client's
+// resources and destroys them when the client goes away.
+package verbsd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softib/softib/verbsd/abi"
+	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/link/pipe"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures a Server.
+type Config struct {
+	Socket  string // abi.DefaultSocket if empty
+	Devices []DeviceConfig
+	// Group may connect besides root and verbsd's own user; empty: the
+	// group "softib" if the host has one.
+	Group  string
+	Limits Limits
+	// Spin is how long the engine keeps polling after its last work
+	// before it sleeps (0: 50 µs).
+	Spin time.Duration
+}
+
+// Server is a running verbsd.
+type Server struct {
+	cfg    Config
+	limits Limits
+	eng    *engine
+	ln     *net.UnixListener
+	gid    int // the group allowed in, -1 none
+
+	mu       sync.Mutex
+	sessions map[*session]chan abi.Event
+	wg       sync.WaitGroup
+	closing  bool
+}
+
+// New makes the devices and the engine; Serve starts serving.
+func New(cfg Config) (*Server, error) {
+	if cfg.Socket == "" {
+		cfg.Socket = abi.DefaultSocket
+	}
+	if len(cfg.Devices) == 0 {
+		cfg.Devices = []DeviceConfig{{Name: "vhca0"}}
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if cfg.Spin == 0 {
+		cfg.Spin = 50 * time.Microsecond
+	}
+	byName := map[string]*hca{}
+	var hcas []*hca
+	for _, dc := range cfg.Devices {
+		if byName[dc.Name] != nil {
+			return nil, fmt.Errorf("device %q configured twice", dc.Name)
+		}
+		h, err := newHCA(dc)
+		if err != nil {
+			return nil, err
+		}
+		byName[dc.Name] = h
+		hcas = append(hcas, h)
+	}
+	for _, dc := range cfg.Devices {
+		if dc.Pipe == "" {
+			continue
+		}
+		a, b := byName[dc.Name], byName[dc.Pipe]
+		if b == nil || b == a {
+			return nil, fmt.Errorf("device %q: pipe to unknown device %q", dc.Name, dc.Pipe)
+		}
+		if a.peer != nil && a.peer != b || b.peer != nil && b.peer != a {
+			return nil, fmt.Errorf("device %q: a port has one link", dc.Name)
+		}
+		if a.peer == nil {
+			a.pipe, b.pipe = pipe.New(1024, maxFrame)
+			a.peer, b.peer = b, a
+		}
+	}
+	eng, err := newEngine(hcas, cfg.Spin)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, limits: cfg.Limits, eng: eng, gid: -1, sessions: map[*session]chan abi.Event{}}
+	eng.async = s.route
+	group := cfg.Group
+	if group == "" {
+		group = "softib"
+	}
+	if g, err := user.LookupGroup(group); err == nil {
+		s.gid, _ = strconv.Atoi(g.Gid)
+	} else if cfg.Group != "" {
+		return nil, fmt.Errorf("group %q: %w", cfg.Group, err)
+	}
+	return s, nil
+}
+
+// Listen creates the socket (and its directory) and starts the engine.
+func (s *Server) Listen() error {
+	path := s.cfg.Socket
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if c, err := net.Dial("unixpacket", path); err == nil {
+		c.Close()
+		return fmt.Errorf("%s: another verbsd is serving there", path)
+	}
+	os.Remove(path)
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return err
+	}
+	// Access is decided per connection by SO_PEERCRED; the socket
+	// itself is open to all so that the decision is ours and logged.
+	os.Chmod(path, 0o666)
+	s.ln = ln
+	go s.eng.run()
+	return nil
+}
+
+// Serve accepts clients until Shutdown.
+func (s *Server) Serve() error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(c)
+	}
+}
+
+// allowed applies the access rule to the peer's credentials.
+func (s *Server) allowed(cred *unix.Ucred) bool {
+	if cred.Uid == 0 || int(cred.Uid) == os.Getuid() {
+		return true
+	}
+	if s.gid < 0 {
+		return false
+	}
+	if int(cred.Gid) == s.gid {
+		return true
+	}
+	// Supplementary groups: the kernel tells them through /proc.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cred.Pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, f := range strings.Fields(rest) {
+				if g, _ := strconv.Atoi(f); g == s.gid {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	return cred, cerr
+}
+
+// serve runs one client's connection: the hello, then request after
+// request until the client goes, then the clean-up.
+func (s *Server) serve(uc *net.UnixConn) {
+	defer s.wg.Done()
+	c := abi.NewConn(uc)
+	defer c.Close()
+	sess := newSession(s, c)
+	cred, err := peerCred(uc)
+	if err != nil {
+		return
+	}
+	sess.pid, sess.uid = cred.Pid, cred.Uid
+	log := slog.With("pid", cred.Pid, "uid", cred.Uid)
+	h, _, fds, err := c.Recv()
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		return
+	}
+	if h.Version != abi.Version {
+		c.Send(abi.Header{Op: h.Op, Seq: h.Seq, Status: int32(unix.EPROTO)},
+			fmt.Sprintf("client speaks ABI version %d; this verbsd speaks version %d", h.Version, abi.Version))
+		log.Warn("client of another ABI version refused", "version", h.Version)
+		return
+	}
+	if h.Op != abi.OpHello {
+		c.Send(abi.Header{Op: h.Op, Seq: h.Seq, Status: int32(unix.EPROTO)}, "the first message must be Hello")
+		return
+	}
+	if !s.allowed(cred) {
+		c.Send(abi.Header{Op: h.Op, Seq: h.Seq, Status: int32(unix.EACCES)},
+			fmt.Sprintf("uid %d may not use verbsd: root, verbsd's user and the group allowed only", cred.Uid))
+		log.Warn("client refused by the access rule")
+		return
+	}
+	events := sess.evq
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.sessions[sess] = events
+	s.mu.Unlock()
+	if err := c.Send(abi.Header{Op: abi.OpHello, Seq: h.Seq},
+		abi.HelloReply{Devices: uint32(len(s.eng.hcas)), MaxEntry: abi.MaxRingEntrySz}, s.eng.bellFD()); err != nil {
+		s.end(sess)
+		return
+	}
+	done := make(chan struct{})
+	go sess.writeEvents(events, done)
+	for {
+		h, body, fds, err := c.Recv()
+		if err != nil {
+			break
+		}
+		var r reply
+		if h.Version != abi.Version {
+			r.err = refuse(unix.EPROTO, "message of ABI version %d", h.Version)
+		} else if err := s.eng.do(func() { r = sess.verb(s.eng, h.Op, body, fds) }); err != nil {
+			r.err = err
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+		sess.answer(h, &r)
+	}
+	close(done)
+	s.end(sess)
+}
+
+// answer sends a verb's reply and closes the descriptors it passed.
+func (sess *session) answer(h abi.Header, r *reply) {
+	sess.sendMu.Lock()
+	defer sess.sendMu.Unlock()
+	out := abi.Header{Op: h.Op, Seq: h.Seq}
+	if r.err != nil {
+		errno, msg := errnoOf(r.err)
+		out.Status = int32(errno)
+		sess.conn.Send(out, msg)
+		return
+	}
+	sess.conn.Send(out, r.body, r.fds...)
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+}
+
+func (sess *session) writeEvents(events chan abi.Event, done chan struct{}) {
+	for {
+		select {
+		case ev := <-events:
+			sess.sendMu.Lock()
+			sess.conn.Send(abi.Header{Op: abi.OpEvent}, ev)
+			sess.sendMu.Unlock()
+		case <-done:
+			return
+		}
+	}
+}
+
+// end destroys everything a client made, after it went away.
+func (s *Server) end(sess *session) {
+	s.eng.do(func() { sess.destroyAll(s.eng) })
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+}
+
+// route passes a device's asynchronous event to the session owning its
+// object; port and device events go to every session on the device.
+func (s *Server) route(h *hca, ev vhca.Event) {
+	e := s.eng
+	switch {
+	case ev.QP != nil:
+		if r := e.qpOf[ev.QP]; r != nil {
+			r.s.sendEvent(abi.Event{Type: uint32(ev.Type), Handle: r.handle})
+		}
+	case ev.CQ != nil:
+		if c := e.cqOf[ev.CQ]; c != nil {
+			c.s.sendEvent(abi.Event{Type: uint32(ev.Type), Handle: c.handle})
+		}
+	case ev.SRQ != nil:
+		if r := e.srqOf[ev.SRQ]; r != nil {
+			r.s.sendEvent(abi.Event{Type: uint32(ev.Type), Handle: r.handle})
+		}
+	default:
+		s.mu.Lock()
+		for sess := range s.sessions {
+			if sess.h == h {
+				select {
+				case s.sessions[sess] <- abi.Event{Type: uint32(ev.Type), Port: uint32(ev.Port)}:
+				default:
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Shutdown stops serving: every client gets a device-fatal event, its
+// resources are destroyed and its connection closed; then the engine
+// stops and the socket is removed.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	var list []*session
+	for sess := range s.sessions {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for _, sess := range list {
+		sess.sendMu.Lock()
+		sess.conn.Send(abi.Header{Op: abi.OpEvent}, abi.Event{Type: uint32(vhca.EventDeviceFatal)})
+		sess.sendMu.Unlock()
+		// Closing the read side ends the session's loop, which cleans up.
+		sess.conn.Unix().CloseRead()
+	}
+	s.wg.Wait()
+	s.eng.do(func() { s.eng.quit = true })
+	<-s.eng.stopped
+	s.eng.bell.Close()
+	os.Remove(s.cfg.Socket)
+}
