@@ -145,6 +145,23 @@ const (
 	WCGeneralErr     WCStatus = 21
 )
 
+// wcStatusText is ibv_wc_status_str's text for each status.
+var wcStatusText = [...]string{
+	"success", "local length error", "local QP operation error", "local EE context operation error",
+	"local protection error", "Work Request Flushed Error", "memory management operation error",
+	"bad response error", "local access error", "remote invalid request error", "remote access error",
+	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
+	"local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
+	"invalid EE context state", "fatal error", "response timeout error", "general error",
+}
+
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusText) {
+		return wcStatusText[s]
+	}
+	return "unknown"
+}
+
 // WCOpcode is what a completion completes (ibv_wc_opcode).
 type WCOpcode uint8
 

@@ -1,0 +1,82 @@
+// Command softib is softib's command line: what ibv_devinfo, show_gids,
+// perftest and the libibverbs pingpongs are for a Linux RDMA stack.
+//
+//	softib [-socket PATH] COMMAND [ARGS]
+//
+// Commands:
+//
+//	devinfo [-v] [-d DEV]    the devices verbsd hosts (like ibv_devinfo)
+//	gids [DEV]               GID tables (like show_gids)
+//	pingpong [-T rc|uc|ud]   ibv_rc_pingpong and its siblings, same flags
+//	perf TEST                the perftest family: write_bw, read_bw, send_bw,
+//	                         atomic_bw, write_lat, read_lat, send_lat
+//
+// verbsd's socket is -socket, else $SOFTIB_SOCKET, else
+// /run/softib/verbsd.sock.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/softib/softib/client"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: softib [-socket PATH] COMMAND [ARGS]
+
+commands:
+  devinfo [-v] [-d DEV]   show devices and ports (like ibv_devinfo)
+  gids [DEV]              show GID tables (like show_gids)
+  pingpong [-T rc|uc|ud] [flags] [HOST]
+                          ping-pong test, compatible with ibv_rc_pingpong
+  perf TEST [flags] [HOST]
+                          perftest-compatible benchmark; TEST is one of
+                          write_bw read_bw send_bw atomic_bw write_lat
+                          read_lat send_lat
+`)
+}
+
+func main() {
+	args := os.Args[1:]
+	opts := &client.Options{}
+	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' {
+		switch a := args[0]; {
+		case (a == "-socket" || a == "--socket") && len(args) > 1:
+			opts.Socket = args[1]
+			args = args[2:]
+		case a == "-h" || a == "--help" || a == "-help":
+			usage()
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "softib: unknown option %s\n", a)
+			usage()
+			os.Exit(2)
+		}
+	}
+	if len(args) == 0 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "devinfo":
+		err = devinfo(opts, rest)
+	case "gids":
+		err = gids(opts, rest)
+	case "pingpong":
+		err = pingpongCmd(opts, rest)
+	case "perf":
+		err = perfCmd(opts, rest)
+	case "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "softib: unknown command %q\n", cmd)
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "softib:", err)
+		os.Exit(1)
+	}
+}
