@@ -94,7 +94,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	}
 	dev, err := vhca.NewDevice(vhca.Config{
 		Name: c.Name, NodeGUID: guid, Seed: c.Seed,
-		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, MAC: mac, GIDs: gids}},
+		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, MAC: mac, GIDs: gids, InProcess: true}},
 	})
 	if err != nil {
 		return nil, err

@@ -22,9 +22,12 @@ func (d *Device) Receive(now Time, port uint8, frame []byte) {
 	}
 	p := &d.rx
 	var err error
-	if pt.LinkLayer == LinkLayerInfiniBand {
+	switch {
+	case pt.LinkLayer == LinkLayerInfiniBand:
 		err = wire.ParseIB(frame, p)
-	} else {
+	case pt.InProcess:
+		err = wire.ParseEthernetUnsealed(frame, p)
+	default:
 		err = wire.ParseEthernet(frame, p)
 	}
 	if err != nil {
@@ -188,6 +191,7 @@ func (qp *QP) buildHeaderTemplate() {
 		return
 	}
 	h := &qp.hdr
+	h.Unsealed = pt.InProcess
 	h.PKey = pt.PKeys[qp.attr.PKeyIndex]
 	h.DestQP = qp.attr.DestQPN
 	h.SrcQP = qp.Num

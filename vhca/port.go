@@ -46,6 +46,10 @@ type PortConfig struct {
 	MAC       wire.MAC // Ethernet
 	GIDs      []GIDEntry
 	PKeys     []uint16 // nil: the default partition 0xFFFF alone
+	// InProcess says the port's frames never leave the process (the
+	// loopback and in-memory pipes of verbsd): they go without ICRC
+	// (wire.Headers.Unsealed). Ethernet ports only.
+	InProcess bool
 }
 
 // Port is a vHCA port: its state, addresses and tables, and its counters.
@@ -63,6 +67,7 @@ type Port struct {
 	GIDs      []GIDEntry
 	PKeys     []uint16
 	Counters  PortCounters
+	InProcess bool
 }
 
 func newPort(d *Device, num uint8, c PortConfig) (*Port, error) {
@@ -81,7 +86,7 @@ func newPort(d *Device, num uint8, c PortConfig) (*Port, error) {
 	p := &Port{
 		dev: d, Num: num, LinkLayer: c.LinkLayer, State: PortActive,
 		MaxMTU: c.MaxMTU, ActiveMTU: c.ActiveMTU,
-		LID: c.LID, LMC: c.LMC, SMLID: c.SMLID, MAC: c.MAC,
+		LID: c.LID, LMC: c.LMC, SMLID: c.SMLID, MAC: c.MAC, InProcess: c.InProcess && c.LinkLayer == LinkLayerEthernet,
 		GIDs:  append([]GIDEntry(nil), c.GIDs...),
 		PKeys: append([]uint16(nil), c.PKeys...),
 	}

@@ -15,6 +15,11 @@ import (
 // GID table holds them (Annex A17.8).
 type Headers struct {
 	Encap Encap
+	// Unsealed packets carry no ICRC, VCRC or IPv6 UDP checksum (zeros
+	// in their places): for links that never leave the process (an
+	// HCA's loopback, verbsd's in-memory pipes), where nothing can
+	// corrupt a packet and the CRCs would cost more than the copy.
+	Unsealed bool
 
 	// Ethernet (RoCE).
 	DstMAC, SrcMAC MAC
@@ -96,7 +101,7 @@ func (h *Headers) Encode(buf []byte, payloadLen int, p *Packet) error {
 	pad := -payloadLen & 3
 	transportLen := info.HeaderLen + payloadLen + pad + ICRCLen
 
-	*p = Packet{Encap: h.Encap, Opcode: h.Opcode, Info: info, lrh: -1, grh: -1, PayloadLen: payloadLen}
+	*p = Packet{Encap: h.Encap, Opcode: h.Opcode, Info: info, lrh: -1, grh: -1, PayloadLen: payloadLen, unsealed: h.Unsealed}
 	off := 0
 	switch h.Encap {
 	case EncapIB:
@@ -309,6 +314,10 @@ func (h *Headers) writeTransport(p *Packet, pad int) {
 // a native IB packet (which covers everything before it).
 func (p *Packet) Seal() {
 	f := p.Frame
+	if p.unsealed {
+		binary.LittleEndian.PutUint32(f[p.icrc:], 0)
+		return
+	}
 	binary.LittleEndian.PutUint32(f[p.icrc:], p.computeICRC())
 	switch p.Encap {
 	case EncapRoCEv2IPv6:

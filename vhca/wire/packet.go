@@ -46,6 +46,7 @@ type Packet struct {
 	payload    int
 	icrc       int // offset of the ICRC; the IBA packet ends 4 bytes later
 	end        int // end of the packet in Frame: after the ICRC, or the VCRC for IB
+	unsealed   bool
 }
 
 // Len is the length of the frame up to the packet's end: the ICRC for RoCE
