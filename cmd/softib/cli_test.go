@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/softib/softib/client"
+	"github.com/softib/softib/cmd/softib/pingpong"
+	"github.com/softib/softib/verbsd"
+)
+
+// startVerbsd runs verbsd in the test process with two vHCAs on a pipe.
+func startVerbsd(t *testing.T) *client.Options {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "verbsd.sock")
+	srv, err := verbsd.New(verbsd.Config{Socket: sock, Devices: []verbsd.DeviceConfig{
+		{Name: "vhca0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Pipe: "vhca1"},
+		{Name: "vhca1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	t.Cleanup(srv.Shutdown)
+	return &client.Options{Socket: sock}
+}
+
+// capture runs f with os.Stdout redirected and returns what it printed.
+func capture(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	ferr := f()
+	os.Stdout = old
+	w.Close()
+	s := <-out
+	if ferr != nil {
+		t.Fatalf("%v\noutput:\n%s", ferr, s)
+	}
+	return s
+}
+
+// Every perftest of `softib perf --loopback --json` runs through verbsd
+// and reports figures that are there (bandwidth and rate above zero,
+// latencies ordered min <= typical <= max).
+func TestPerfLoopbackJSON(t *testing.T) {
+	o := startVerbsd(t)
+	for _, tc := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
+		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20"} {
+		t.Run(strings.ReplaceAll(tc, " ", "_"), func(t *testing.T) {
+			args := append(strings.Fields(tc), "--loopback", "--json", "-d", "vhca0")
+			if !strings.Contains(tc, "-n") {
+				args = append(args, "-n", "300")
+			}
+			out := capture(t, func() error { return perfCmd(o, args) })
+			sc := bufio.NewScanner(strings.NewReader(out))
+			lines := 0
+			for sc.Scan() {
+				var m map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+					t.Fatalf("not JSON: %q", sc.Text())
+				}
+				lines++
+				if strings.HasSuffix(strings.Fields(tc)[0], "_bw") {
+					if m["bw_avg_gbps"].(float64) <= 0 || m["msg_rate_mpps"].(float64) <= 0 {
+						t.Errorf("no bandwidth: %v", m)
+					}
+				} else if !(m["t_min_us"].(float64) > 0 && m["t_min_us"].(float64) <= m["t_typical_us"].(float64) &&
+					m["t_typical_us"].(float64) <= m["t_max_us"].(float64)) {
+					t.Errorf("latencies out of order: %v", m)
+				}
+			}
+			want := 1
+			if strings.Contains(tc, "-a") {
+				want = 23 // 2 .. 2^23
+			}
+			if lines != want {
+				t.Fatalf("%d JSON lines, want %d:\n%s", lines, want, out)
+			}
+		})
+	}
+}
+
+// softib pingpong, server and client, across the pipe for rc, uc and ud.
+func TestPingpongThroughVerbsd(t *testing.T) {
+	o := startVerbsd(t)
+	for i, tr := range []string{"rc", "uc", "ud"} {
+		t.Run(tr, func(t *testing.T) {
+			port := []string{"18611", "18612", "18613"}[i]
+			srvErr := make(chan error, 1)
+			srvFlags, err := pingpong.ParseFlags(tr, []string{"-d", "vhca0", "-g", "1", "-n", "200", "-p", port})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cliFlags, err := pingpong.ParseFlags(tr, []string{"-d", "vhca1", "-g", "1", "-n", "200", "-p", port, "127.0.0.1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := capture(t, func() error {
+				go func() { srvErr <- runPingpong(o, srvFlags) }()
+				for range 50 { // wait for the server's listener
+					if err := runPingpong(o, cliFlags); err == nil {
+						break
+					} else if !strings.Contains(err.Error(), "refused") {
+						return err
+					}
+				}
+				return <-srvErr
+			})
+			if n := strings.Count(out, "200 iters in"); n != 2 {
+				t.Fatalf("want both sides' results, got:\n%s", out)
+			}
+			if !bytes.Contains([]byte(out), []byte("GID ::ffff:10.0.0.2")) {
+				t.Fatalf("client's address missing:\n%s", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/softib/softib/client"
+	"github.com/softib/softib/cmd/softib/perftest"
+	"github.com/softib/softib/vhca"
+)
+
+// perfSide is one side of a perf run: its QPs, each with a buffer whose
+// first half is what it sends and second half what the peer writes into.
+type perfSide struct {
+	p      *perfParams
+	ctx    *client.Context
+	pd     *client.PD
+	cq     *client.CQ
+	qps    []*client.QP
+	mrs    []*client.MR
+	ahs    []*client.AH
+	half   uint64 // bytes in each half of a QP's buffer
+	local  []perftest.Dest
+	remote []perftest.Dest
+	isCli  bool
+	wc     [64]client.WC
+	byQPN  map[uint32]int
+	// completions polled while waiting for the other kind (latency tests)
+	pendingSend, pendingRecv int
+}
+
+const udQKey = 0x11111111
+
+func runPerf(opts *client.Options, p *perfParams, conn *perftest.Conn, out io.Writer) error {
+	defer conn.Close()
+	ctx, err := client.Open(p.dev, opts)
+	if err != nil {
+		return err
+	}
+	defer ctx.Close()
+	s := &perfSide{p: p, ctx: ctx, isCli: conn.IsClient(), byQPN: map[uint32]int{}}
+	pa, err := ctx.QueryPort(p.ibPort)
+	if err != nil {
+		return err
+	}
+	gidIndex := p.gidIndex
+	if gidIndex < 0 {
+		gidIndex = 0
+		for i := range pa.GIDTblLen {
+			if g, err := ctx.QueryGID(p.ibPort, i); err == nil && perftest.GIDIsIPv4(g.GID) {
+				gidIndex = i
+				break
+			}
+		}
+	}
+	gid, err := ctx.QueryGID(p.ibPort, gidIndex)
+	if err != nil {
+		return err
+	}
+	mtu := pa.ActiveMTU
+	if p.mtu != 0 {
+		mtu = vhca.MTU(mtuEnum(p.mtu))
+	}
+	maxSize := p.size
+	if p.all {
+		maxSize = 1 << 23
+		if p.conn == perftest.ConnUD {
+			maxSize = uint64(mtu.Bytes())
+		}
+	}
+	if p.conn == perftest.ConnUD && p.size > uint64(mtu.Bytes()) {
+		return fmt.Errorf("perf: UD messages of %d bytes exceed the %d-byte MTU", p.size, mtu.Bytes())
+	}
+	s.half = (maxSize + 40 + 63) &^ 63
+	if err := s.setup(p, gidIndex); err != nil {
+		return err
+	}
+	unit := perftest.UnitMiBps
+	if p.gbits {
+		unit = perftest.UnitGbps
+	}
+	limit := perftest.LimitIterations
+	if p.duration > 0 {
+		limit = perftest.LimitDuration
+	}
+	sess := perftest.NewSession(conn, perftest.Config{
+		Test: p.test, RunAll: p.all, Format: perftest.WireFormat{GID: true}, MTU: perftest.MTU(mtu), OutReads: 16,
+		Params: perftest.Params{ConnType: p.conn, TestLimit: limit, Unit: unit, Size: p.size, Iters: p.iters,
+			NumQPs: int32(p.qps), Duration: int32(p.duration)},
+	})
+	res, err := sess.Setup()
+	if err != nil {
+		return err
+	}
+	mtu = vhca.MTU(res.MTU)
+	for i, qp := range s.qps {
+		s.local = append(s.local, perftest.Dest{LID: pa.LID, OutReads: 16, QPN: qp.Num, PSN: rand.Uint32() & 0xFFFFFF,
+			RKey: s.mrs[i].RKey, VAddr: s.mrs[i].Addr + s.half, GID: gid.GID})
+	}
+	if s.remote, err = sess.ExchangeDests(s.local); err != nil {
+		return err
+	}
+	if len(s.remote) != len(s.qps) {
+		return fmt.Errorf("perf: peer has %d QPs, we have %d", len(s.remote), len(s.qps))
+	}
+	if err := s.connect(p, gidIndex, mtu); err != nil {
+		return err
+	}
+	if s.remote, err = sess.Ready(s.local); err != nil {
+		return err
+	}
+	s.banner(out, p, gidIndex, mtu, res.OutReads)
+	unitOf := unit
+	if sess.Passive() {
+		rem, err := sess.Finish(perftest.BWReport{})
+		if rem != nil && p.test.Type == perftest.TypeBW {
+			printBW(out, p, *rem, unitOf, true)
+		}
+		return err
+	}
+	sizes := []uint64{p.size}
+	if p.all {
+		sizes = p.test.AllSizes(p.conn, perftest.MTU(mtu), maxSize)
+	}
+	if p.test.Type == perftest.TypeBW {
+		if !p.json {
+			perftest.FormatBWHeader(out, unit)
+		}
+	} else if !p.json {
+		perftest.FormatLatHeader(out)
+	}
+	if p.test.Verb == perftest.VerbSend {
+		if err := s.prepost(); err != nil {
+			return err
+		}
+	}
+	var last perftest.BWReport
+	for _, size := range sizes {
+		if err := sess.BeforeRun(); err != nil {
+			return err
+		}
+		if p.test.Type == perftest.TypeBW {
+			rep, err := s.runBW(size, unit)
+			if err != nil {
+				return err
+			}
+			rem, err := sess.AfterRun(rep)
+			if err != nil {
+				return err
+			}
+			if rem != nil {
+				rep = rep.Add(*rem)
+			}
+			last = rep
+			printBW(out, p, rep, unit, false)
+		} else {
+			posted, err := s.runLat(size)
+			if err != nil {
+				return err
+			}
+			st, err := perftest.ComputeLat(perftest.LatSamples(posted), p.test.RTTFactor())
+			if err != nil {
+				return err
+			}
+			if _, err := sess.AfterRun(perftest.BWReport{}); err != nil {
+				return err
+			}
+			if p.json {
+				perftest.WriteLatJSON(out, p.test, p.conn, size, p.iters, st)
+			} else {
+				perftest.FormatLatRow(out, size, p.iters, st)
+			}
+		}
+	}
+	if !p.json {
+		perftest.FormatResultLine(out)
+	}
+	_, err = sess.Finish(last)
+	return err
+}
+
+func printBW(out io.Writer, p *perfParams, r perftest.BWReport, unit perftest.Unit, header bool) {
+	if p.json {
+		perftest.WriteBWJSON(out, p.test, p.conn, r, unit)
+		return
+	}
+	if header {
+		perftest.FormatBWHeader(out, unit)
+	}
+	perftest.FormatBWRow(out, r, unit)
+	if header {
+		perftest.FormatResultLine(out)
+	}
+}
+
+func mtuEnum(bytes int) uint8 {
+	for e := uint8(1); e <= 5; e++ {
+		if 128<<e == bytes {
+			return e
+		}
+	}
+	return 3
+}
+
+func (s *perfSide) setup(p *perfParams, gidIndex int) error {
+	ctx := s.ctx
+	var err error
+	if s.pd, err = ctx.AllocPD(); err != nil {
+		return err
+	}
+	cqe := p.qps*(p.txDepth+p.rxDepth) + 1
+	if s.cq, err = ctx.CreateCQ(min(cqe, 32767), nil); err != nil {
+		return err
+	}
+	qt := map[perftest.ConnType]vhca.QPType{perftest.ConnRC: vhca.QPTypeRC, perftest.ConnUC: vhca.QPTypeUC, perftest.ConnUD: vhca.QPTypeUD}[p.conn]
+	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
+	for range p.qps {
+		buf, err := ctx.Alloc(int(2 * s.half))
+		if err != nil {
+			return err
+		}
+		mr, err := s.pd.RegMR(buf.B, acc)
+		if err != nil {
+			return err
+		}
+		qp, err := s.pd.CreateQP(client.QPInitAttr{Type: qt, SendCQ: s.cq, RecvCQ: s.cq,
+			Cap: client.QPCap{MaxSendWR: p.txDepth, MaxRecvWR: p.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+		if err != nil {
+			return err
+		}
+		s.byQPN[qp.Num] = len(s.qps)
+		s.qps = append(s.qps, qp)
+		s.mrs = append(s.mrs, mr)
+	}
+	return nil
+}
+
+func (s *perfSide) connect(p *perfParams, gidIndex int, mtu vhca.MTU) error {
+	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
+	for i, qp := range s.qps {
+		r := s.remote[i]
+		path := client.Path{Port: p.ibPort, GIDIndex: gidIndex, MTU: mtu, Access: acc, LocalPSN: s.local[i].PSN,
+			Remote: client.Endpoint{LID: r.LID, QPN: r.QPN, PSN: r.PSN, GID: r.GID}, QKey: udQKey}
+		if err := qp.Connect(path); err != nil {
+			return err
+		}
+		if p.conn == perftest.ConnUD {
+			ah, err := s.pd.CreateAH(client.AV{DLID: r.LID, Port: uint8(p.ibPort), IsGlobal: true,
+				GRH: vhca.GlobalRoute{DGID: r.GID, SGIDIndex: uint8(gidIndex), HopLimit: 64}})
+			if err != nil {
+				return err
+			}
+			s.ahs = append(s.ahs, ah)
+		}
+	}
+	return nil
+}
+
+func (s *perfSide) banner(out io.Writer, p *perfParams, gidIndex int, mtu vhca.MTU, outReads int) {
+	if p.json {
+		return
+	}
+	perftest.FormatTestInfo(out, perftest.TestInfo{
+		Test: p.test, Device: s.ctx.Name, NumQPs: p.qps, Transport: "IB", ConnType: p.conn, Client: s.isCli,
+		TxDepth: p.txDepth, RxDepth: p.rxDepth, CQMod: p.cqMod, MTUBytes: mtu.Bytes(), LinkType: "Ethernet",
+		GIDIndex: gidIndex, GIDIndex2: -1, OutReads: outReads, NUMANode: -1, EQNum: 0, RecvPostList: 1,
+	})
+	dp := perftest.DestPrint{Verb: p.test.Verb, ConnType: p.conn, ShowGID: true}
+	for _, d := range s.local {
+		perftest.FormatDest(out, perftest.Local, d, dp)
+	}
+	for _, d := range s.remote {
+		perftest.FormatDest(out, perftest.Remote, d, dp)
+	}
+	fmt.Fprint(out, perftest.ResultLine)
+}
+
+// sendWR is the work request of QP i for a message of size bytes.
+func (s *perfSide) sendWR(i int, size uint64) client.SendWR {
+	mr, r := s.mrs[i], s.remote[i]
+	wr := client.SendWR{SGL: []client.SGE{{Addr: mr.Addr, Length: uint32(size), LKey: mr.LKey}},
+		RemoteAddr: r.VAddr, RKey: r.RKey}
+	switch s.p.test.Verb {
+	case perftest.VerbWrite:
+		wr.Opcode = vhca.WRRDMAWrite
+	case perftest.VerbRead:
+		wr.Opcode = vhca.WRRDMARead
+	case perftest.VerbAtomic:
+		wr.Opcode, wr.CompareAdd = vhca.WRAtomicFetchAdd, 1
+		wr.SGL[0].Length = 8
+	default:
+		wr.Opcode = vhca.WRSend
+		if s.p.conn == perftest.ConnUD {
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ahs[i], r.QPN, udQKey
+		}
+	}
+	return wr
+}
+
+// recvWR is a receive of QP i into the second half of its buffer, all
+// of it: the largest message of an -a run (with a UD GRH) fits.
+func (s *perfSide) recvWR(i int, size uint64) client.RecvWR {
+	mr := s.mrs[i]
+	return client.RecvWR{WRID: uint64(i), SGL: []client.SGE{{Addr: mr.Addr + s.half, Length: uint32(s.half), LKey: mr.LKey}}}
+}
+
+// prepost fills every QP's receive queue before the first barrier, as
+// perftest does: a UD message that finds no receive is lost.
+func (s *perfSide) prepost() error {
+	for i, qp := range s.qps {
+		rw := s.recvWR(i, 0)
+		for range s.p.rxDepth {
+			if _, err := qp.PostRecv([]client.RecvWR{rw}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runBW runs one size of a bandwidth test: the client posts, a send
+// test's server receives.
+func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, error) {
+	p := s.p
+	n := p.iters
+	total := n * uint64(p.qps)
+	receiver := !s.isCli && p.test.Verb == perftest.VerbSend
+	var deadline time.Time
+	if p.duration > 0 {
+		deadline = time.Now().Add(time.Duration(p.duration) * time.Second)
+		total = 1 << 62
+	}
+	posted := make([]time.Duration, 0, min(total, 1<<22))
+	completed := make([]time.Duration, min(total, 1<<22))
+	start := time.Now()
+	var totS, totC uint64
+	wrs := make([]client.SendWR, len(s.qps))
+	for i := range wrs {
+		wrs[i] = s.sendWR(i, size)
+	}
+	scnt := make([]uint64, len(s.qps))
+	ccnt := make([]uint64, len(s.qps))
+	for totC < total {
+		if !deadline.IsZero() && time.Now().After(deadline) && totS == totC {
+			break
+		}
+		for i, qp := range s.qps {
+			if receiver {
+				break
+			}
+			for scnt[i]-ccnt[i] < uint64(p.txDepth) && scnt[i] < n && (deadline.IsZero() || time.Now().Before(deadline)) {
+				wr := &wrs[i]
+				wr.Flags = 0
+				if (scnt[i]+1)%uint64(p.cqMod) == 0 || scnt[i]+1 == n {
+					wr.Flags = vhca.SendSignaled
+				}
+				wr.WRID = uint64(i)
+				if _, err := qp.PostSend(wrs[i : i+1]); err != nil {
+					return perftest.BWReport{}, err
+				}
+				if len(posted) < cap(posted) {
+					posted = append(posted, time.Since(start))
+				}
+				scnt[i]++
+				totS++
+				if !deadline.IsZero() {
+					n = scnt[i] + 1 // a duration run never runs out of iterations
+				}
+			}
+		}
+		k, err := s.cq.Poll(s.wc[:])
+		if err != nil {
+			return perftest.BWReport{}, err
+		}
+		now := time.Since(start)
+		for _, wc := range s.wc[:k] {
+			if wc.Status != vhca.WCSuccess {
+				return perftest.BWReport{}, fmt.Errorf("completion with error: %s (%d), QP %#x", wc.Status, wc.Status, wc.QPNum)
+			}
+			i := s.byQPN[wc.QPNum]
+			if receiver {
+				ccnt[i]++
+				totC++
+				if _, err := s.qps[i].PostRecv([]client.RecvWR{s.recvWR(i, size)}); err != nil {
+					return perftest.BWReport{}, err
+				}
+			} else {
+				done := min(uint64(p.cqMod), scnt[i]-ccnt[i])
+				if scnt[i] == n && scnt[i]-ccnt[i] <= uint64(p.cqMod) {
+					done = scnt[i] - ccnt[i]
+				}
+				ccnt[i] += done
+				totC += done
+			}
+			if totC > 0 && totC-1 < uint64(len(completed)) {
+				completed[totC-1] = now
+			}
+		}
+	}
+	end := time.Since(start)
+	noPeak := p.duration > 0 || total > 20000 || receiver || len(posted) < int(totC)
+	in := perftest.BWInput{Size: size, Iters: n, QPs: p.qps, CQMod: p.cqMod, Posted: posted, Completed: completed,
+		NoPeak: noPeak, Unit: unit}
+	if noPeak {
+		in.Posted, in.Completed = []time.Duration{0}, []time.Duration{end}
+	}
+	if p.duration > 0 {
+		in.Duration, in.Iters = true, totC
+	}
+	return perftest.ComputeBW(in)
+}
+
+// runLat runs one size of a latency test and returns the post times of
+// each iteration (perftest's samples are their differences).
+func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
+	p := s.p
+	qp, mr := s.qps[0], s.mrs[0]
+	wr := s.sendWR(0, size)
+	wr.Flags = vhca.SendSignaled
+	if p.test.Verb == perftest.VerbSend && size <= 64 {
+		wr.Flags |= vhca.SendInline
+	}
+	posted := make([]time.Duration, p.iters)
+	start := time.Now()
+	// write_lat polls the last byte of the buffer the peer writes into.
+	last := mr.Buf[s.half+size-1:]
+	word := (*uint32)(unsafe.Pointer(uintptr(unsafe.Pointer(&last[0])) &^ 3))
+	shift := 8 * (uintptr(unsafe.Pointer(&last[0])) & 3)
+	for it := range p.iters {
+		mine := s.isCli
+		// The client sends first; the server answers.
+		if !mine || p.test.Verb == perftest.VerbRead || p.test.Verb == perftest.VerbAtomic {
+			if p.test.Verb == perftest.VerbWrite {
+				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {
+					yield(spin)
+				}
+			} else if p.test.Verb == perftest.VerbSend {
+				if err := s.waitRecv(size); err != nil {
+					return nil, err
+				}
+			}
+		}
+		posted[it] = time.Since(start)
+		if p.test.Verb == perftest.VerbWrite {
+			mr.Buf[size-1] = byte(it + 1)
+		}
+		if wr.Flags&vhca.SendInline != 0 {
+			wr.InlineData = mr.Buf[:size]
+		}
+		if _, err := qp.PostSend([]client.SendWR{wr}); err != nil {
+			return nil, err
+		}
+		if err := s.waitSend(); err != nil {
+			return nil, err
+		}
+		if mine && (p.test.Verb == perftest.VerbWrite || p.test.Verb == perftest.VerbSend) {
+			if p.test.Verb == perftest.VerbWrite {
+				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {
+					yield(spin)
+				}
+			} else if err := s.waitRecv(size); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return posted, nil
+}
+
+// yield lets other goroutines of this process run now and then while
+// polling: with both sides of --loopback in one process, two pollers
+// could otherwise hold every P until preemption (10 ms). No system call.
+func yield(spin int) {
+	if spin&63 == 63 {
+		runtime.Gosched()
+	}
+}
+
+// waitSend and waitRecv poll until a send (or receive) completion.
+func (s *perfSide) waitSend() error { return s.wait(false, 0) }
+
+func (s *perfSide) waitRecv(size uint64) error { return s.wait(true, size) }
+
+func (s *perfSide) wait(recv bool, size uint64) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for spins := 0; ; spins++ {
+		k, err := s.cq.Poll(s.wc[:1])
+		if err != nil {
+			return err
+		}
+		if k == 1 {
+			wc := s.wc[0]
+			if wc.Status != vhca.WCSuccess {
+				return fmt.Errorf("completion with error: %s (%d)", wc.Status, wc.Status)
+			}
+			isRecv := wc.Opcode&vhca.WCRecv != 0
+			if isRecv {
+				s.pendingRecv++
+				if _, err := s.qps[0].PostRecv([]client.RecvWR{s.recvWR(0, size)}); err != nil {
+					return err
+				}
+			} else {
+				s.pendingSend++
+			}
+		}
+		if recv && s.pendingRecv > 0 {
+			s.pendingRecv--
+			return nil
+		}
+		if !recv && s.pendingSend > 0 {
+			s.pendingSend--
+			return nil
+		}
+		yield(spins)
+		if spins&0xFFFF == 0 && time.Now().After(deadline) {
+			return fmt.Errorf("no completion within 30 s")
+		}
+	}
+}
