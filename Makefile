@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) ./vhca/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) ./vhca
 	$(GO) test -run '^$$' -fuzz '^FuzzRingIndices$$' -fuzztime 5s ./verbsd/abi
+	$(GO) test -run '^$$' -fuzz '^FuzzScribble$$' -fuzztime 10s ./client
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -51,6 +51,7 @@ type Context struct {
 	events  chan AsyncEvent
 	dead    chan struct{}
 	fatal   atomic.Bool
+	closed  atomic.Bool
 	bell    int
 	one     [8]byte
 
@@ -285,6 +286,10 @@ func (ctx *Context) ringBell() { unix.Write(ctx.bell, ctx.one[:]) }
 
 // Close closes the device: verbsd destroys everything the context made.
 func (ctx *Context) Close() error {
+	if ctx.closed.Swap(true) {
+		// Its descriptors' numbers may be another's by now.
+		return invalid("Close", "context already closed")
+	}
 	err := ctx.conn.Close()
 	<-ctx.dead
 	unix.Close(ctx.bell)

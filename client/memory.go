@@ -58,6 +58,9 @@ func (ctx *Context) Alloc(n int) (*Buffer, error) {
 // Free unmaps the buffer. Regions registered on it stay valid in verbsd
 // (which has its own mapping) until deregistered.
 func (b *Buffer) Free() error {
+	if b.B == nil {
+		return invalid("Free", "buffer already freed") // its fd's number may be another's by now
+	}
 	ctx := b.ctx
 	ctx.objMu.Lock()
 	for i, x := range ctx.buffers {

@@ -59,6 +59,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]chan abi.Event
+	conns    map[*net.UnixConn]bool // every connection served, Hello said or not
 	wg       sync.WaitGroup
 	closing  bool
 }
@@ -110,7 +111,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, limits: cfg.Limits, eng: eng, gid: -1, sessions: map[*session]chan abi.Event{}}
+	s := &Server{cfg: cfg, limits: cfg.Limits, eng: eng, gid: -1, sessions: map[*session]chan abi.Event{},
+		conns: map[*net.UnixConn]bool{}}
 	eng.async = s.route
 	group := cfg.Group
 	if group == "" {
@@ -171,6 +173,7 @@ func (s *Server) Serve() error {
 			continue
 		}
 		s.wg.Add(1)
+		s.conns[c] = true
 		s.mu.Unlock()
 		go s.serve(c)
 	}
@@ -219,6 +222,11 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 // request until the client goes, then the clean-up.
 func (s *Server) serve(uc *net.UnixConn) {
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, uc)
+		s.mu.Unlock()
+	}()
 	c := abi.NewConn(uc)
 	defer c.Close()
 	sess := newSession(s, c)
@@ -274,6 +282,9 @@ func (s *Server) serve(uc *net.UnixConn) {
 		var r reply
 		if h.Version != abi.Version {
 			r.err = refuse(unix.EPROTO, "message of ABI version %d", h.Version)
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
 		} else if err := s.eng.do(func() { r = sess.verb(s.eng, h.Op, body, fds) }); err != nil {
 			r.err = err
 			for _, fd := range fds {
@@ -369,6 +380,10 @@ func (s *Server) Shutdown() {
 	for sess := range s.sessions {
 		list = append(list, sess)
 	}
+	var conns []*net.UnixConn
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
 	s.mu.Unlock()
 	if s.ln != nil {
 		s.ln.Close()
@@ -379,6 +394,11 @@ func (s *Server) Shutdown() {
 		sess.sendMu.Unlock()
 		// Closing the read side ends the session's loop, which cleans up.
 		sess.conn.Unix().CloseRead()
+	}
+	// The connections yet to say Hello (or refused): ending their read
+	// side ends them too.
+	for _, c := range conns {
+		c.CloseRead()
 	}
 	s.wg.Wait()
 	s.eng.do(func() { s.eng.quit = true })

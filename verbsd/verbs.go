@@ -27,6 +27,12 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		return reply{err: refuse(unix.EINVAL, "%s takes no file descriptor", op)}
 	}
 	switch op {
+	case abi.OpListDevices, abi.OpQueryDevice, abi.OpAllocPD, abi.OpCreateCompChannel:
+		if len(body) != 0 {
+			return reply{err: refuse(unix.EINVAL, "%s takes no body, got %d bytes", op, len(body))}
+		}
+	}
+	switch op {
 	case abi.OpListDevices:
 		var list []abi.DeviceEntry
 		for _, h := range e.hcas {

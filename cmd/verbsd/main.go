@@ -84,14 +84,19 @@ func main() {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	down := make(chan struct{})
 	go func() {
 		s := <-sig
 		slog.Info("shutting down", "signal", s.String())
 		srv.Shutdown()
+		close(down)
 	}()
 	slog.Info("verbsd serving", "socket", *socket, "devices", max(len(devs), 1))
 	if err := srv.Serve(); err != nil {
 		fmt.Fprintln(os.Stderr, "verbsd:", err)
 		os.Exit(1)
 	}
+	// Serve returns as soon as Shutdown closes the listener: wait for
+	// the rest (clients told DEVICE_FATAL, their resources released).
+	<-down
 }
