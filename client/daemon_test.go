@@ -3,41 +3,19 @@ package client
 import (
 	"bytes"
 	"context"
-	"net/netip"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/softib/softib/verbsd"
+	"github.com/softib/softib/verbsd/verbsdtest"
 	"github.com/softib/softib/vhca"
 )
 
 // startVerbsd runs a real verbsd in the test process: two vHCAs joined
-// by a pipe, as `verbsd -pipe` makes them.
+// by a pipe, as `verbsd -device vhca0,...,pipe=vhca1` makes them.
 func startVerbsd(t testing.TB, devs ...verbsd.DeviceConfig) *Options {
 	t.Helper()
-	if len(devs) == 0 {
-		devs = []verbsd.DeviceConfig{
-			{Name: "vhca0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Pipe: "vhca1"},
-			{Name: "vhca1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
-		}
-	}
-	sock := filepath.Join(t.TempDir(), "verbsd.sock")
-	srv, err := verbsd.New(verbsd.Config{Socket: sock, Devices: devs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	_, sock := verbsdtest.Start(t, verbsd.Config{Devices: devs})
 	return &Options{Socket: sock}
 }
 

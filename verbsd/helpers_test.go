@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/softib/softib/client"
 	"github.com/softib/softib/verbsd"
 	"github.com/softib/softib/verbsd/abi"
+	"github.com/softib/softib/verbsd/verbsdtest"
 	"github.com/softib/softib/vhca"
 	"golang.org/x/sys/unix"
 )
@@ -47,44 +47,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startServer runs a verbsd in the test process on a socket in a
-// temporary directory; with no devices in cfg, two vHCAs joined by a
-// pipe (vhca0 10.0.0.1, vhca1 10.0.0.2). It is shut down at cleanup.
+// startServer runs a verbsd in the test process (verbsdtest.Start).
 func startServer(t testing.TB, cfg verbsd.Config) (*verbsd.Server, string) {
 	t.Helper()
-	if len(cfg.Devices) == 0 {
-		cfg.Devices = twoDevices()
-	}
-	cfg.Socket = filepath.Join(t.TempDir(), "verbsd.sock")
-	srv, err := verbsd.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Serve did not return within 10 s of Shutdown")
-		}
-	})
-	return srv, cfg.Socket
+	return verbsdtest.Start(t, cfg)
 }
 
-func twoDevices() []verbsd.DeviceConfig {
-	return []verbsd.DeviceConfig{
-		{Name: "vhca0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Pipe: "vhca1"},
-		{Name: "vhca1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
-	}
-}
+func twoDevices() []verbsd.DeviceConfig { return verbsdtest.TwoDevices() }
 
 // levels are the resources of this process the daemon's clients cost:
 // open descriptors (sockets among them: a client's connection), mappings

@@ -5,33 +5,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/softib/softib/client"
 	"github.com/softib/softib/cmd/softib/pingpong"
 	"github.com/softib/softib/verbsd"
+	"github.com/softib/softib/verbsd/verbsdtest"
 )
 
 // startVerbsd runs verbsd in the test process with two vHCAs on a pipe.
 func startVerbsd(t *testing.T) *client.Options {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "verbsd.sock")
-	srv, err := verbsd.New(verbsd.Config{Socket: sock, Devices: []verbsd.DeviceConfig{
-		{Name: "vhca0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Pipe: "vhca1"},
-		{Name: "vhca1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(srv.Shutdown)
+	_, sock := verbsdtest.Start(t, verbsd.Config{})
 	return &client.Options{Socket: sock}
 }
 
