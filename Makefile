@@ -30,11 +30,11 @@ race:
 
 # Longer on demand: make fuzz FUZZTIME=10m
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseEthernet$$' -fuzztime $(FUZZTIME) ./vhca/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) ./vhca/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) ./vhca
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEthernet$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./vhca/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzParseIB$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./vhca/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./vhca
 	$(GO) test -run '^$$' -fuzz '^FuzzRingIndices$$' -fuzztime 5s ./verbsd/abi
-	$(GO) test -run '^$$' -fuzz '^FuzzScribble$$' -fuzztime 10s ./client
+	$(GO) test -run '^$$' -fuzz '^FuzzScribble$$' -fuzztime 10s -fuzzminimizetime 50x ./client
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
