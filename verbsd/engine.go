@@ -37,7 +37,7 @@ type engine struct {
 	rsgl   []vhca.SGE
 	wcs    [64]vhca.WC
 	events [64]vhca.Event
-	rx     func(frame []byte)
+	rx     func(frame, segment []byte)
 	rxHCA  *hca
 
 	cqOf  map[*vhca.CQ]*cqRing
@@ -66,7 +66,7 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 		cqOf: map[*vhca.CQ]*cqRing{}, qpOf: map[*vhca.QP]*qpRings{}, srqOf: map[*vhca.SRQ]*srqRing{},
 		stopped: make(chan struct{}),
 	}
-	e.rx = func(f []byte) { e.rxHCA.dev.Receive(e.now, 1, f) }
+	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
 	return e, nil
 }
 
@@ -147,6 +147,14 @@ func (e *engine) step() bool {
 			work += h.pipe.Recv(256, e.rx)
 		}
 	}
+	// Segments in a pipe point into their sender's registered memory:
+	// deliver them all before the next round's verbs could deregister it.
+	for _, h := range e.hcas {
+		for h.pipe != nil && h.pipe.Pending() > 0 {
+			e.rxHCA = h
+			work += h.pipe.Recv(1<<16, e.rx)
+		}
+	}
 	for _, h := range e.hcas {
 		for _, c := range h.cqs {
 			work += e.fillCQ(c)
@@ -167,7 +175,7 @@ func (e *engine) transmit(h *hca) int {
 				break
 			}
 		}
-		n, port := h.dev.Transmit(e.now, buf)
+		n, seg, port := h.dev.TransmitSegment(e.now, buf)
 		if n == 0 {
 			break
 		}
@@ -176,9 +184,9 @@ func (e *engine) transmit(h *hca) int {
 		copy(dst[:], buf[:6])
 		switch {
 		case dst == h.mac:
-			h.dev.Receive(e.now, port, buf[:n])
+			h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
 		case h.pipe != nil:
-			h.pipe.Send(n)
+			h.pipe.SendSegment(n, seg)
 		}
 	}
 	if sent > 0 && h.pipe != nil {

@@ -240,10 +240,11 @@ func (e *engine) fillCQ(c *cqRing) int {
 	if a := c.ring.ArmRequest(); a != c.armSeen {
 		c.armSeen = a
 		c.cq.ReqNotify(a&1 != 0)
-		// A completion may have reached the ring after the client last
-		// polled and before this arm was seen: an event now is at worst
-		// spurious, which the verbs allow; none could be lost.
-		if n, _ := c.ring.Available(); n > 0 {
+		// A completion may have come after the client last polled and
+		// before this arm was seen (it is in the ring, or still in the
+		// device's CQ): an event now is at worst spurious, which the
+		// verbs allow; none is lost.
+		if c.ring.Unconsumed() > 0 || c.cq.Len() > 0 {
 			c.fire()
 		}
 		work++

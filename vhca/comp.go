@@ -177,8 +177,7 @@ func (d *Device) onReadResponse(now Time, qp *QP, p *wire.Packet, psn uint32) {
 	data := p.Payload()
 	pos := p.Info.Position
 	lastPkt := pos == wire.Last || pos == wire.Only
-	if uint64(w.readDone)+uint64(len(data)) > uint64(w.length) ||
-		!lastPkt && len(data) != qp.mtu ||
+	if uint64(w.readDone)+uint64(len(data)) > uint64(w.length) || !lengthFits(qp, p) ||
 		lastPkt && w.readDone+uint32(len(data)) != w.length {
 		d.completerError(qp, WCBadRespErr)
 		return
@@ -188,7 +187,7 @@ func (d *Device) onReadResponse(now Time, qp *QP, p *wire.Packet, psn uint32) {
 		return
 	}
 	w.readDone += uint32(len(data))
-	d.progress(now, qp, psnAdd(psn, 1))
+	d.progress(now, qp, psnAdd(psn, psnsOf(qp, p)))
 	if lastPkt {
 		d.retire(qp, WCSuccess)
 		d.sqDrained(qp)
@@ -206,6 +205,9 @@ func (d *Device) rewind(qp *QP, psn uint32) {
 			break
 		}
 		if psnDiff(psn, w.psn) >= 0 && psnDiff(psn, w.lastPSN()) <= 0 {
+			if !r.resending || psnDiff(r.psn, r.resendUntil) > 0 {
+				r.resending, r.resendUntil = true, r.psn
+			}
 			qp.sqNext = i
 			r.offset = uint32(psnDiff(psn, w.psn)) * uint32(qp.mtu)
 			if w.wr.Opcode == WRRDMARead {

@@ -118,6 +118,8 @@ type Device struct {
 	scratch    [64]byte // staging for what a packet path copies through an SGL (atomic results, the GRH area)
 	srqs       map[uint32]*SRQ
 	events     []Event
+	seg        bool   // the Transmit in progress may build segments (segment.go)
+	txSeg      []byte // the payload of the segment it built
 }
 
 // NewDevice makes a vHCA.

@@ -15,7 +15,9 @@ import (
 
 // Receive processes one frame that arrived on port. Malformed frames and
 // frames for no QP are counted and dropped.
-func (d *Device) Receive(now Time, port uint8, frame []byte) {
+func (d *Device) Receive(now Time, port uint8, frame []byte) { d.receive(now, port, frame, nil) }
+
+func (d *Device) receive(now Time, port uint8, frame, segment []byte) {
 	pt := d.Port(port)
 	if pt == nil {
 		return
@@ -23,6 +25,10 @@ func (d *Device) Receive(now Time, port uint8, frame []byte) {
 	p := &d.rx
 	var err error
 	switch {
+	case segment != nil && pt.InProcess:
+		err = wire.ParseEthernetSegment(frame, segment, p)
+	case segment != nil:
+		err = wire.ErrBadLength // segments never come from outside the process
 	case pt.LinkLayer == LinkLayerInfiniBand:
 		err = wire.ParseIB(frame, p)
 	case pt.InProcess:
@@ -129,7 +135,7 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 		d.schedule(qp) // more may follow; checked on its next turn
 		pt := qp.port
 		pt.Counters.XmitPackets++
-		pt.Counters.XmitBytes += uint64(n)
+		pt.Counters.XmitBytes += uint64(n + len(d.txSeg))
 		return n, pt.Num
 	}
 	return 0, 0

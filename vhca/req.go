@@ -30,6 +30,10 @@ type requester struct {
 	sqdEvent bool   // SQD: the drained event is still to raise
 	retrying bool   // an implied NAK rewound to retryPSN, not yet passed
 	retryPSN uint32
+	// After a rewind, the PSNs up to resendUntil go again as packets,
+	// never as segments (segment.go).
+	resending   bool
+	resendUntil uint32
 }
 
 func isRdAtomic(op WROpcode) bool {
@@ -86,6 +90,7 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 	h.PSN = r.psn
 	h.SE, h.AckReq = false, false
 	var payload uint32
+	var seg []byte // the payload of a segment (segment.go)
 	last := true
 	switch w.wr.Opcode {
 	case WRRDMARead:
@@ -109,6 +114,11 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 		h.AckReq = true
 	default:
 		payload = min(w.length-r.offset, mtu)
+		if payload == mtu && d.seg && qp.port.InProcess && qp.Type != QPTypeUD && !d.resending(qp) {
+			if seg = d.segmentSource(qp, w, r.offset, mtu); seg != nil {
+				payload = uint32(len(seg))
+			}
+		}
 		first := r.offset == 0
 		last = r.offset+payload == w.length
 		h.Opcode = sendOpcode(w.wr.Opcode, first, last).WithTransport(transportOf(qp.Type))
@@ -120,28 +130,37 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 			h.SE = w.wr.Flags&SendSolicited != 0
 			h.AckReq = qp.Type == QPTypeRC
 		}
-		if qp.Type == QPTypeRC && r.noAck+1 >= maxPacketsPerAck {
+		// A segment counts as the packets it stands for.
+		if qp.Type == QPTypeRC && r.noAck+int(packetsFor(payload, mtu)) >= maxPacketsPerAck {
 			h.AckReq = true
 		}
 		if qp.Type == QPTypeUD {
 			d.setUDDestination(qp, w, h)
 		}
-		r.psn = psnAdd(r.psn, 1)
+		r.psn = psnAdd(r.psn, packetsFor(payload, mtu))
 	}
 	var p wire.Packet
-	if err := h.Encode(buf, int(payload), &p); err != nil {
-		d.requestError(qp, w, WCLocLenErr)
-		return 0
+	if seg != nil {
+		if err := h.EncodeSegment(buf, seg, &p); err != nil {
+			d.requestError(qp, w, WCLocLenErr)
+			return 0
+		}
+		d.txSeg = seg
+	} else {
+		if err := h.Encode(buf, int(payload), &p); err != nil {
+			d.requestError(qp, w, WCLocLenErr)
+			return 0
+		}
+		if payload > 0 && !d.gather(qp, w, r.offset, p.Payload()) {
+			d.requestError(qp, w, WCLocProtErr)
+			return 0
+		}
+		p.Seal()
 	}
-	if payload > 0 && !d.gather(qp, w, r.offset, p.Payload()) {
-		d.requestError(qp, w, WCLocProtErr)
-		return 0
-	}
-	p.Seal()
 	if h.AckReq {
 		r.noAck = 0
 	} else {
-		r.noAck++
+		r.noAck += int(packetsFor(payload, mtu))
 	}
 	if last {
 		qp.sqNext++
@@ -159,7 +178,7 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 		// last packet leaves.
 		d.retire(qp, WCSuccess)
 	}
-	return p.Len()
+	return len(p.Frame)
 }
 
 func deadline(now, d Time) Time {

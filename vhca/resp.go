@@ -130,10 +130,8 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 	if r.inMessage != cont || cont && info.Operation != r.op {
 		return nakInvalidRequest, WCRemInvReqErr
 	}
-	// Length: first and middle packets carry exactly the path MTU, last
-	// and only packets at most that.
 	n := len(p.Payload())
-	if info.Payload && (n > qp.mtu || !(info.Position == wire.Last || info.Position == wire.Only) && n != qp.mtu) {
+	if info.Payload && !lengthFits(qp, p) {
 		return nakInvalidRequest, WCRemInvReqErr
 	}
 	last := info.Position == wire.Last || info.Position == wire.Only
@@ -235,9 +233,10 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 	default:
 		return nakInvalidRequest, WCRemInvReqErr
 	}
-	r.epsn = psnAdd(psn, 1)
+	lastPSN := psnAdd(psn, psnsOf(qp, p)-1)
+	r.epsn = psnAdd(lastPSN, 1)
 	if qp.Type == QPTypeRC && p.BTH().AckReq() {
-		d.queueResponse(qp, respItem{kind: respACK, psn: psn, syn: wire.ACKSyndrome(wire.CreditCountInvalid)})
+		d.queueResponse(qp, respItem{kind: respACK, psn: lastPSN, syn: wire.ACKSyndrome(wire.CreditCountInvalid)})
 	}
 	return noNAK, 0
 }
@@ -471,7 +470,17 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 		h.OrigRemDt = it.res.orig
 	case respRead:
 		res := &it.res
-		n := min(res.length-it.off, uint32(qp.mtu))
+		mtu := uint32(qp.mtu)
+		n := min(res.length-it.off, mtu)
+		segment := false
+		if n == mtu && d.seg && qp.port.InProcess && res.length-it.off > mtu {
+			// A segment (segment.go): the region is contiguous.
+			n = min(res.length-it.off, segmentCap(mtu))
+			if it.off+n < res.length {
+				n -= n % mtu
+			}
+			segment = true
+		}
 		ok := n == 0
 		if mr := d.lookupMR(res.rkey); n > 0 && mr != nil && mr.PD == qp.PD {
 			payload, ok = mr.span(res.va+uint64(it.off), uint64(n))
@@ -499,7 +508,18 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 		h.Syndrome = wire.ACKSyndrome(wire.CreditCountInvalid)
 		it.first = false
 		it.off += n
-		it.psn = psnAdd(it.psn, 1)
+		it.psn = psnAdd(it.psn, packetsFor(n, mtu))
+		if segment {
+			var p wire.Packet
+			if err := h.EncodeSegment(buf, payload, &p); err != nil {
+				return 0
+			}
+			d.txSeg = payload
+			if done {
+				r.queue = r.queue[:copy(r.queue, r.queue[1:])]
+			}
+			return len(p.Frame)
+		}
 	}
 	var p wire.Packet
 	if err := wire.Build(buf, h, payload, &p); err != nil {

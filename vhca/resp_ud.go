@@ -23,7 +23,7 @@ func (d *Device) onUCRequest(qp *QP, p *wire.Packet) {
 		qp.port.Counters.RcvPSNDrops++
 		r.inMessage, r.recvOff, r.remaining = false, 0, 0
 		if pos != wire.First && pos != wire.Only {
-			r.epsn = psnAdd(psn, 1)
+			r.epsn = psnAdd(psn, psnsOf(qp, p))
 			return
 		}
 		r.epsn = psn
@@ -33,7 +33,7 @@ func (d *Device) onUCRequest(qp *QP, p *wire.Packet) {
 		// sequence check until the next first or only packet.
 		qp.port.Counters.RcvBadOpcode++
 		r.inMessage, r.recvOff, r.remaining = false, 0, 0
-		r.epsn = psnAdd(psn, 1)
+		r.epsn = psnAdd(psn, psnsOf(qp, p))
 	}
 }
 

@@ -140,6 +140,16 @@ func (r *Ring) Free() (int, error) {
 	return int(r.entries - used), nil
 }
 
+// Unconsumed is how many published entries the consumer has not yet
+// consumed, as far as the producer can tell.
+func (r *Ring) Unconsumed() int {
+	n := r.local - atomic.LoadUint32(r.cons)
+	if n > r.entries {
+		return 0
+	}
+	return int(n)
+}
+
 // Slot is the k-th entry after those already published, to be written
 // before Publish; k must be below Free.
 func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }

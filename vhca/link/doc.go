@@ -20,6 +20,8 @@ type Link interface {
 	// where the link makes any).
 	Flush()
 	// Recv calls fn for each frame received, at most max of them, and
-	// returns how many. The frame is valid during the call only.
-	Recv(max int, fn func(frame []byte)) int
+	// returns how many. The frame is valid during the call only. segment
+	// is nil but on in-process links, which may carry a segment's payload
+	// beside its headers (vhca.Device.TransmitSegment).
+	Recv(max int, fn func(frame, segment []byte)) int
 }

@@ -91,6 +91,10 @@ func Build(buf []byte, h *Headers, payload []byte, p *Packet) error {
 // zeroes the pad, and sets p to describe the packet. The caller then
 // fills p.Payload() (gathering from its SGEs, say) and calls p.Seal().
 func (h *Headers) Encode(buf []byte, payloadLen int, p *Packet) error {
+	return h.encode(buf, payloadLen, false, p)
+}
+
+func (h *Headers) encode(buf []byte, payloadLen int, segment bool, p *Packet) error {
 	info := h.Opcode.Info()
 	if !info.Valid {
 		return ErrUnknownOpcode
@@ -138,11 +142,22 @@ func (h *Headers) Encode(buf []byte, payloadLen int, p *Packet) error {
 	if h.Encap == EncapIB {
 		p.end += VCRCLen
 	}
-	if p.end > len(buf) {
-		return ErrShortBuffer
-	}
 	if !h.lengthsFit(p) {
 		return ErrTooLong
+	}
+	if segment {
+		// The frame ends where the payload would start (segment.go).
+		if p.payload > len(buf) {
+			return ErrShortBuffer
+		}
+		p.Frame, p.unsealed = buf[:p.payload], true
+		clear(p.Frame)
+		h.writeLink(p)
+		h.writeTransport(p, pad)
+		return nil
+	}
+	if p.end > len(buf) {
+		return ErrShortBuffer
 	}
 	f := buf[:p.end]
 	p.Frame = f

@@ -47,6 +47,8 @@ type Packet struct {
 	icrc       int // offset of the ICRC; the IBA packet ends 4 bytes later
 	end        int // end of the packet in Frame: after the ICRC, or the VCRC for IB
 	unsealed   bool
+	seg        []byte // a segment's payload (segment.go); nil for a whole frame
+	flen       int    // the frame's length as the headers must count it: len(Frame), plus a segment's payload, pad and ICRC
 }
 
 // Len is the length of the frame up to the packet's end: the ICRC for RoCE
@@ -119,7 +121,16 @@ func (p *Packet) ImmDt() ImmDt               { return p.ext(HdrImmDt) }
 func (p *Packet) IETH() IETH                 { return p.ext(HdrIETH) }
 
 // Payload is the packet's data, the pad bytes excluded.
-func (p *Packet) Payload() []byte { return p.Frame[p.payload : p.payload+p.PayloadLen] }
+func (p *Packet) Payload() []byte {
+	if p.seg != nil {
+		return p.seg[:p.PayloadLen]
+	}
+	return p.Frame[p.payload : p.payload+p.PayloadLen]
+}
+
+// Segment reports whether the packet is a segment: headers in Frame, the
+// payload where its sender keeps it.
+func (p *Packet) Segment() bool { return p.seg != nil }
 
 // PadCnt is the number of pad bytes between the payload and the ICRC.
 func (p *Packet) PadCnt() int { return p.BTH().PadCnt() }

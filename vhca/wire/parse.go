@@ -11,7 +11,7 @@ import "encoding/binary"
 // The ICRC check writes to the frame's variant fields and restores them
 // before returning (see icrc.go): the caller must own frame.
 func ParseEthernet(frame []byte, p *Packet) error {
-	p.unsealed = false
+	p.unsealed, p.seg, p.flen = false, nil, len(frame)
 	return p.parseEthernet(frame)
 }
 
@@ -19,14 +19,14 @@ func ParseEthernet(frame []byte, p *Packet) error {
 // check of ParseEthernet but the ICRC and the UDP checksum. Only for
 // frames that never left the process.
 func ParseEthernetUnsealed(frame []byte, p *Packet) error {
-	p.unsealed = true
+	p.unsealed, p.seg, p.flen = true, nil, len(frame)
 	return p.parseEthernet(frame)
 }
 
 func (p *Packet) parseEthernet(frame []byte) error {
 	p.Frame = frame
 	p.lrh, p.grh, p.l3, p.l4 = -1, -1, 0, 0
-	if len(frame) < EthernetLen {
+	if p.flen < EthernetLen {
 		return ErrTruncated
 	}
 	off := 12
@@ -36,7 +36,7 @@ func (p *Packet) parseEthernet(frame []byte) error {
 		if p.VLANs == 2 {
 			return ErrNotRoCE
 		}
-		if len(frame) < off+2+VLANTagLen {
+		if p.flen < off+2+VLANTagLen {
 			return ErrTruncated
 		}
 		off += VLANTagLen
@@ -51,7 +51,7 @@ func (p *Packet) parseEthernet(frame []byte) error {
 		return p.parseIPv6(off)
 	case EtherTypeRoCEv1:
 		p.Encap = EncapRoCEv1
-		if len(frame) < off+GRHLen {
+		if p.flen < off+GRHLen {
 			return ErrTruncated
 		}
 		g := GRH(frame[off:])
@@ -59,7 +59,7 @@ func (p *Packet) parseEthernet(frame []byte) error {
 			return ErrBadGRH
 		}
 		end := off + GRHLen + int(g.PayLen())
-		if end > len(frame) {
+		if end > p.flen {
 			return ErrTruncated
 		}
 		p.grh = off
@@ -71,7 +71,7 @@ func (p *Packet) parseEthernet(frame []byte) error {
 func (p *Packet) parseIPv4(off int) error {
 	f := p.Frame
 	p.Encap = EncapRoCEv2IPv4
-	if len(f) < off+IPv4Len {
+	if p.flen < off+IPv4Len {
 		return ErrTruncated
 	}
 	ip := IPv4(f[off:])
@@ -80,7 +80,7 @@ func (p *Packet) parseIPv4(off int) error {
 		return ErrBadIPHeader
 	}
 	total := int(ip.TotalLen())
-	if len(f) < off+ihl || len(f) < off+total {
+	if p.flen < off+ihl || p.flen < off+total {
 		return ErrTruncated
 	}
 	if total < ihl || !ip.ChecksumValid() {
@@ -99,7 +99,7 @@ func (p *Packet) parseIPv4(off int) error {
 func (p *Packet) parseIPv6(off int) error {
 	f := p.Frame
 	p.Encap = EncapRoCEv2IPv6
-	if len(f) < off+IPv6Len {
+	if p.flen < off+IPv6Len {
 		return ErrTruncated
 	}
 	ip := IPv6(f[off:])
@@ -107,7 +107,7 @@ func (p *Packet) parseIPv6(off int) error {
 		return ErrBadIPHeader
 	}
 	end := off + IPv6Len + int(ip.PayloadLen())
-	if end > len(f) {
+	if end > p.flen {
 		return ErrTruncated
 	}
 	switch ip.NextHeader() {
@@ -162,7 +162,7 @@ func (p *Packet) udpChecksumValid(off, end int) bool {
 // p and verifies its VCRC and ICRC. Raw packets (LNH 0 or 1) give
 // ErrRawPacket after their VCRC is checked.
 func ParseIB(frame []byte, p *Packet) error {
-	p.unsealed = false
+	p.unsealed, p.seg, p.flen = false, nil, len(frame)
 	p.Frame = frame
 	p.Encap = EncapIB
 	p.lrh, p.grh, p.l3, p.l4, p.VLANs = 0, -1, 0, 0, 0

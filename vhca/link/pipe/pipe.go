@@ -35,6 +35,7 @@ func New(depth, size int) (*End, *End) {
 type queue struct {
 	frames [][]byte
 	lens   []int
+	segs   [][]byte // a segment's payload, by reference (nil: a whole frame)
 	mask   uint32
 	prod   atomic.Uint32
 	_      [60]byte
@@ -45,7 +46,7 @@ type queue struct {
 }
 
 func newQueue(n, size int) *queue {
-	q := &queue{frames: make([][]byte, n), lens: make([]int, n), mask: uint32(n - 1)}
+	q := &queue{frames: make([][]byte, n), lens: make([]int, n), segs: make([][]byte, n), mask: uint32(n - 1)}
 	for i := range q.frames {
 		q.frames[i] = make([]byte, size)
 	}
@@ -62,23 +63,30 @@ func (e *End) TxBuf() []byte {
 }
 
 // Send queues the first n bytes of the last TxBuf.
-func (e *End) Send(n int) {
+func (e *End) Send(n int) { e.SendSegment(n, nil) }
+
+// SendSegment queues the first n bytes of the last TxBuf as a segment's
+// headers, with its payload passed by reference: the sender must keep the
+// payload unchanged until the other end has received it.
+func (e *End) SendSegment(n int, payload []byte) {
 	q := e.tx
 	q.lens[q.head&q.mask] = n
+	q.segs[q.head&q.mask] = payload
 	q.head++
 }
 
 // Flush makes the queued frames visible to the other end.
 func (e *End) Flush() { e.tx.prod.Store(e.tx.head) }
 
-// Recv hands up to max received frames to fn.
-func (e *End) Recv(max int, fn func(frame []byte)) int {
+// Recv hands up to max received frames (and segments' payloads) to fn.
+func (e *End) Recv(max int, fn func(frame, segment []byte)) int {
 	q := e.rx
 	avail := q.prod.Load() - q.tail
 	n := 0
 	for ; n < max && uint32(n) < avail; n++ {
 		i := (q.tail + uint32(n)) & q.mask
-		fn(q.frames[i][:q.lens[i]])
+		fn(q.frames[i][:q.lens[i]], q.segs[i])
+		q.segs[i] = nil
 	}
 	q.tail += uint32(n)
 	q.cons.Store(q.tail)

@@ -30,16 +30,16 @@ func TestPipeOrderAndBackPressure(t *testing.T) {
 	}
 	a.Flush()
 	var got []string
-	b.Recv(2, func(f []byte) { got = append(got, string(f)) })
+	b.Recv(2, func(f, _ []byte) { got = append(got, string(f)) })
 	if a.TxBuf() == nil {
 		t.Fatal("no room after the receiver took two frames")
 	}
-	b.Recv(10, func(f []byte) { got = append(got, string(f)) })
+	b.Recv(10, func(f, _ []byte) { got = append(got, string(f)) })
 	want := []string{"frame 0", "frame 1", "frame 2", "frame 3"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	if n := a.Recv(10, func([]byte) {}); n != 0 {
+	if n := a.Recv(10, func(_, _ []byte) {}); n != 0 {
 		t.Fatalf("a received %d frames of its own", n)
 	}
 }
@@ -63,7 +63,7 @@ func TestPipeConcurrent(t *testing.T) {
 				next++
 			}
 			e.Flush()
-			e.Recv(32, func(f []byte) {
+			e.Recv(32, func(f, _ []byte) {
 				if !bytes.Equal(f, []byte(fmt.Sprintf("%08d", want))) && *errs == nil {
 					*errs = fmt.Errorf("got %q, want %08d", f, want)
 				}
