@@ -100,22 +100,45 @@ func (e *engine) do(f func()) error {
 
 // run is the engine goroutine. It returns when a control function sets
 // quit.
+//
+// Polling, the engine yields the CPU between rounds (sched_yield): on a
+// host with fewer cores than busy threads, clients that yield between
+// their empty polls (client.Relax) and an engine that does take turns in
+// microseconds. A client that never yields leaves the engine runnable
+// but off the CPU for whole time slices: the engine notices (its yield
+// lasts more than contendedGap) and sleeps on its
+// doorbell instead of polling for contendedBackoff, where a wake-up costs
+// microseconds, not milliseconds.
 func (e *engine) run() {
 	defer close(e.stopped)
 	runtime.LockOSThread()
 	last := time.Now()
+	var backoff time.Time
 	for !e.quit {
 		if e.step() {
 			last = time.Now()
 			continue
 		}
-		if time.Since(last) < e.spin {
+		now := time.Now()
+		if now.Sub(last) < e.spin && now.After(backoff) {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			if time.Since(now) > contendedGap {
+				backoff = time.Now().Add(contendedBackoff)
+			}
 			continue
 		}
 		e.sleep()
 		last = time.Now()
 	}
 }
+
+// contendedGap: a yield this long means the engine was taken off its CPU
+// for another thread's time slice; contendedBackoff: how long it then
+// sleeps between rounds instead of polling.
+const (
+	contendedGap     = 200 * time.Microsecond
+	contendedBackoff = 100 * time.Millisecond
+)
 
 // step does one round of everything and reports whether it found work.
 func (e *engine) step() bool {

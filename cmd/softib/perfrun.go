@@ -471,10 +471,11 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 	return posted, nil
 }
 
-// yield lets other goroutines of this process run now and then while
-// polling: with both sides of --loopback in one process, two pollers
-// could otherwise hold every P until preemption (10 ms). No system call.
+// yield is called between empty polls: client.Relax lets verbsd run
+// when cores are few, and Gosched lets the other side of --loopback (in
+// this process) run. No system call with cores to spare.
 func yield(spin int) {
+	client.Relax()
 	if spin&63 == 63 {
 		runtime.Gosched()
 	}

@@ -232,6 +232,9 @@ func (r *ppRun) loop() error {
 			if err != nil {
 				return fmt.Errorf("poll CQ failed %w", err)
 			}
+			if n == 0 {
+				client.Relax()
+			}
 			for i := range n {
 				if wc[i].Status != vhca.WCSuccess {
 					return fmt.Errorf("Failed status %s (%d) for wr_id %d", wc[i].Status, wc[i].Status, wc[i].WRID)
