@@ -343,6 +343,7 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 	for i := range wrs {
 		wrs[i] = s.sendWR(i, size)
 	}
+	idle := 0
 	scnt := make([]uint64, len(s.qps))
 	ccnt := make([]uint64, len(s.qps))
 	for totC < total {
@@ -376,6 +377,10 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		k, err := s.cq.Poll(s.wc[:])
 		if err != nil {
 			return perftest.BWReport{}, err
+		}
+		if k == 0 {
+			idle++
+			yield(idle)
 		}
 		now := time.Since(start)
 		for _, wc := range s.wc[:k] {
