@@ -52,7 +52,7 @@ func capture(t *testing.T, f func() error) string {
 func TestPerfLoopbackJSON(t *testing.T) {
 	o := startVerbsd(t)
 	for _, tc := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
-		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20"} {
+		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20", "write_bw -D 1 -n 5"} {
 		t.Run(strings.ReplaceAll(tc, " ", "_"), func(t *testing.T) {
 			args := append(strings.Fields(tc), "--loopback", "--json", "-d", "vhca0")
 			if !strings.Contains(tc, "-n") {
@@ -120,5 +120,29 @@ func TestPingpongThroughVerbsd(t *testing.T) {
 				t.Fatalf("client's address missing:\n%s", out)
 			}
 		})
+	}
+}
+
+// devinfo and gids print ibv_devinfo's and show_gids's layouts.
+func TestDevinfoAndGids(t *testing.T) {
+	o := startVerbsd(t)
+	out := capture(t, func() error { return devinfo(o, []string{"-v", "-d", "vhca1"}) })
+	for _, want := range []string{"hca_id:\tvhca1\n", "\ttransport:\t\t\tInfiniBand (0)\n", "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
+		"\t\t\tactive_mtu:\t\t4096 (5)\n", "\t\t\tlink_layer:\t\tEthernet\n", "\tatomic_cap:\t\t\tATOMIC_GLOB (2)\n",
+		"GID[  1]:\t\t::ffff:10.0.0.2, RoCE v2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("devinfo -v lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "vhca0") {
+		t.Errorf("devinfo -d vhca1 shows vhca0:\n%s", out)
+	}
+	if err := devinfo(o, []string{"-d", "nosuch"}); err == nil || !strings.Contains(err.Error(), "wasn't found") {
+		t.Errorf("devinfo of an unknown device: %v", err)
+	}
+	out = capture(t, func() error { return gids(o, nil) })
+	if !strings.Contains(out, "vhca0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1\tv2") ||
+		!strings.HasSuffix(out, "n_gids_found=4\n") {
+		t.Errorf("gids:\n%s", out)
 	}
 }

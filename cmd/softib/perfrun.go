@@ -332,8 +332,10 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 	receiver := !s.isCli && p.test.Verb == perftest.VerbSend
 	var deadline time.Time
 	if p.duration > 0 {
+		// A duration run never runs out of iterations: it stops posting
+		// at the deadline and ends when all it posted has completed.
 		deadline = time.Now().Add(time.Duration(p.duration) * time.Second)
-		total = 1 << 62
+		n, total = 1<<40, 1<<62
 	}
 	posted := make([]time.Duration, 0, min(total, 1<<22))
 	completed := make([]time.Duration, min(total, 1<<22))
@@ -346,18 +348,31 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 	idle := 0
 	scnt := make([]uint64, len(s.qps))
 	ccnt := make([]uint64, len(s.qps))
+	limit := make([]uint64, len(s.qps)) // WRs each QP posts in all
+	for i := range limit {
+		limit[i] = n
+	}
+	ending := false
 	for totC < total {
-		if !deadline.IsZero() && time.Now().After(deadline) && totS == totC {
+		if !deadline.IsZero() && !ending && time.Now().After(deadline) {
+			// Time is up: each QP completes its current group of cqMod,
+			// whose last WR is signaled, and posts no more.
+			ending = true
+			for i := range limit {
+				limit[i] = (scnt[i] + uint64(p.cqMod) - 1) / uint64(p.cqMod) * uint64(p.cqMod)
+			}
+		}
+		if ending && totS == totC {
 			break
 		}
 		for i, qp := range s.qps {
 			if receiver {
 				break
 			}
-			for scnt[i]-ccnt[i] < uint64(p.txDepth) && scnt[i] < n && (deadline.IsZero() || time.Now().Before(deadline)) {
+			for scnt[i]-ccnt[i] < uint64(p.txDepth) && scnt[i] < limit[i] {
 				wr := &wrs[i]
 				wr.Flags = 0
-				if (scnt[i]+1)%uint64(p.cqMod) == 0 || scnt[i]+1 == n {
+				if (scnt[i]+1)%uint64(p.cqMod) == 0 || scnt[i]+1 == limit[i] {
 					wr.Flags = vhca.SendSignaled
 				}
 				wr.WRID = uint64(i)
@@ -369,9 +384,6 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 				}
 				scnt[i]++
 				totS++
-				if !deadline.IsZero() {
-					n = scnt[i] + 1 // a duration run never runs out of iterations
-				}
 			}
 		}
 		k, err := s.cq.Poll(s.wc[:])
@@ -396,7 +408,7 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 				}
 			} else {
 				done := min(uint64(p.cqMod), scnt[i]-ccnt[i])
-				if scnt[i] == n && scnt[i]-ccnt[i] <= uint64(p.cqMod) {
+				if scnt[i] == limit[i] && scnt[i]-ccnt[i] <= uint64(p.cqMod) {
 					done = scnt[i] - ccnt[i]
 				}
 				ccnt[i] += done
