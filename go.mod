@@ -2,4 +2,9 @@ module github.com/softib/softib
 
 go 1.26.8
 
-require golang.org/x/sys v0.50.0
+require (
+	github.com/songgao/water v0.0.0-20200317203138-2b4b6d7c09d8
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.50.0
+)

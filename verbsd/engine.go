@@ -38,6 +38,7 @@ type engine struct {
 	wcs    [64]vhca.WC
 	events [64]vhca.Event
 	rx     func(frame, segment []byte)
+	rxTAP  func(frame, segment []byte)
 	rxHCA  *hca
 
 	cqOf  map[*vhca.CQ]*cqRing
@@ -67,6 +68,19 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 		stopped: make(chan struct{}),
 	}
 	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
+	e.rxTAP = func(f, _ []byte) {
+		h := e.rxHCA
+		if len(f) < 14 || h.onARP(f) {
+			return
+		}
+		// A port behind a bridge sees others' traffic: only its own
+		// unicast frames go to the device.
+		var dst wire.MAC
+		copy(dst[:], f)
+		if dst == h.mac {
+			h.dev.Receive(e.now, 1, f)
+		}
+	}
 	return e, nil
 }
 
@@ -165,9 +179,12 @@ func (e *engine) step() bool {
 			work++
 		}
 		work += e.transmit(h)
+		e.rxHCA = h
 		if h.pipe != nil {
-			e.rxHCA = h
 			work += h.pipe.Recv(256, e.rx)
+		}
+		if h.tap != nil {
+			work += h.tap.Recv(256, e.rxTAP)
 		}
 	}
 	// Segments in a pipe point into their sender's registered memory:
@@ -210,6 +227,8 @@ func (e *engine) transmit(h *hca) int {
 			h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
 		case h.pipe != nil:
 			h.pipe.SendSegment(n, seg)
+		case h.tap != nil:
+			h.tap.Write(buf[:n])
 		}
 	}
 	if sent > 0 && h.pipe != nil {
@@ -223,7 +242,7 @@ func (e *engine) transmit(h *hca) int {
 func (e *engine) sleep() {
 	asleep := true
 	for _, h := range e.hcas {
-		if h.pipe != nil && h.pipe.Pending() > 0 {
+		if h.pipe != nil && h.pipe.Pending() > 0 || h.tap != nil && h.tap.Pending() > 0 {
 			asleep = false
 		}
 		for _, r := range h.qps {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softib/softib/vhca"
 	"github.com/softib/softib/vhca/link/pipe"
+	"github.com/softib/softib/vhca/link/tap"
 	"github.com/softib/softib/vhca/wire"
 )
 
@@ -24,6 +25,13 @@ type DeviceConfig struct {
 	// Pipe names another hosted vHCA this one is joined to by an
 	// in-memory link (vhca/link/pipe). Empty: loopback only.
 	Pipe string
+	// TAP makes the port a TAP netdev (vhca/link/tap) named after the
+	// device, with MTU (1500 if zero), moved into the network namespace
+	// at Netns if set: the vHCA is an Ethernet endpoint behind it that
+	// owns Addrs and answers ARP for them.
+	TAP   bool
+	MTU   int
+	Netns string
 	// Seed makes keys and PSNs repeatable (tests); zero: random.
 	Seed uint64
 }
@@ -36,6 +44,9 @@ type hca struct {
 	mac  wire.MAC
 	pipe *pipe.End // nil: loopback only
 	peer *hca
+	tap  *tap.TAP  // nil: no netdev
+	ipv4 [][4]byte // the port's IPv4 addresses
+	arp  arpCache
 	cqs  []*cqRing  // every CQ of every client on this device
 	qps  []*qpRings // every QP with its rings
 	srqs []*srqRing
@@ -83,10 +94,12 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	ll[0], ll[1] = 0xFE, 0x80
 	binary.BigEndian.PutUint64(ll[8:], guid)
 	gids := []vhca.GIDEntry{{GID: ll, Type: vhca.GIDTypeRoCEv2}}
+	var ipv4 [][4]byte
 	for _, a := range c.Addrs {
 		var g wire.GID
 		if a.Is4() {
 			g = wire.IPv4MappedGID(a.As4())
+			ipv4 = append(ipv4, a.As4())
 		} else {
 			g = a.As16()
 		}
@@ -94,12 +107,32 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	}
 	dev, err := vhca.NewDevice(vhca.Config{
 		Name: c.Name, NodeGUID: guid, Seed: c.Seed,
-		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, MAC: mac, GIDs: gids, InProcess: true}},
+		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, ActiveMTU: activeMTU(c),
+			MAC: mac, GIDs: gids, InProcess: !c.TAP}},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &hca{name: c.Name, dev: dev, mac: mac}, nil
+	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}}, nil
+}
+
+// activeMTU is the largest IB MTU that fits the netdev's MTU, as rxe
+// chooses it (1500 → 1024, 9000 → 4096); 4096 without a netdev.
+func activeMTU(c DeviceConfig) vhca.MTU {
+	if !c.TAP {
+		return vhca.MTU4096
+	}
+	mtu := c.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	best := vhca.MTU256
+	for m := vhca.MTU256; m <= vhca.MTU4096; m++ {
+		if m.Bytes() <= mtu {
+			best = m
+		}
+	}
+	return best
 }
 
 // resolveMAC finds the Ethernet address of the port that owns dgid, as
@@ -119,6 +152,14 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 	}
 	if dgid[0] == 0xFE && dgid[1]&0xC0 == 0x80 {
 		return macFromGUID(binary.BigEndian.Uint64(dgid[8:])), nil
+	}
+	if a := netip.AddrFrom16(dgid); a.Is4In6() && h.tap != nil {
+		ip := a.Unmap().As4()
+		if mac, ok := h.arp.lookup(ip); ok {
+			return mac, nil
+		}
+		h.sendARP(arpRequest, ip, wire.MAC{})
+		return wire.MAC{}, errResolving
 	}
 	return wire.MAC{}, fmt.Errorf("no route to GID %s from %s", netip.AddrFrom16(dgid), h.name)
 }

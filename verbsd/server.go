@@ -20,6 +20,7 @@ import (
 	"github.com/softib/softib/verbsd/abi"
 	"github.com/softib/softib/vhca"
 	"github.com/softib/softib/vhca/link/pipe"
+	"github.com/softib/softib/vhca/link/tap"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,6 +106,21 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, dc := range cfg.Devices {
+		if !dc.TAP {
+			continue
+		}
+		if hcas[i].pipe != nil {
+			closeTAPs(hcas)
+			return nil, fmt.Errorf("device %q: a port has one link (pipe or TAP)", dc.Name)
+		}
+		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns, Wake: eng.ring})
+		if err != nil {
+			closeTAPs(hcas)
+			return nil, err
+		}
+		hcas[i].tap = t
+	}
 	s := &Server{cfg: cfg, limits: cfg.Limits, eng: eng, gid: -1, sessions: map[*session]chan abi.Event{},
 		conns: map[*net.UnixConn]bool{}}
 	eng.async = s.route
@@ -140,7 +156,21 @@ func (s *Server) Listen() error {
 	os.Chmod(path, 0o666)
 	s.ln = ln
 	go s.eng.run()
+	s.eng.do(func() {
+		for _, h := range s.eng.hcas {
+			h.announce()
+		}
+	})
 	return nil
+}
+
+func closeTAPs(hcas []*hca) {
+	for _, h := range hcas {
+		if h.tap != nil {
+			h.tap.Close()
+			h.tap = nil
+		}
+	}
 }
 
 // Serve accepts clients until Shutdown.
@@ -285,6 +315,15 @@ func (s *Server) serve(uc *net.UnixConn) {
 				unix.Close(fd)
 			}
 		}
+		// A destination behind the TAP whose MAC is being asked for:
+		// try again while the ARP reply may come (about a second, as
+		// the kernel's address resolution for RoCE waits).
+		for try := 0; errors.Is(r.err, errResolving) && try < 100; try++ {
+			time.Sleep(10 * time.Millisecond)
+			if err := s.eng.do(func() { r = sess.verb(s.eng, h.Op, body, nil) }); err != nil {
+				r.err = err
+			}
+		}
 		sess.answer(h, &r)
 	}
 	close(done)
@@ -397,6 +436,7 @@ func (s *Server) Shutdown() {
 	s.wg.Wait()
 	s.eng.do(func() { s.eng.quit = true })
 	<-s.eng.stopped
+	closeTAPs(s.eng.hcas)
 	unix.Close(s.eng.bell)
 	os.Remove(s.cfg.Socket)
 }

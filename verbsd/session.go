@@ -90,6 +90,8 @@ func errnoOf(err error) (unix.Errno, string) {
 		return unix.EBUSY, err.Error()
 	case errors.Is(err, errStopped):
 		return unix.ESHUTDOWN, err.Error()
+	case errors.Is(err, errResolving):
+		return unix.EHOSTUNREACH, "no ARP reply from the destination"
 	}
 	return unix.EINVAL, err.Error()
 }

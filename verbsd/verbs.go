@@ -1,6 +1,7 @@
 package verbsd
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/softib/softib/verbsd/abi"
@@ -226,7 +227,7 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		if mask&vhca.QPAttrAV != 0 {
 			mac, err := s.h.resolveMAC(attr.AV.GRH.DGID)
 			if err != nil {
-				return reply{err: refuse(unix.EHOSTUNREACH, "%v", err)}
+				return reply{err: unreachable(err)}
 			}
 			attr.AV.DMAC = mac
 		}
@@ -269,7 +270,7 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		av := m.AV.VHCA()
 		mac, err := s.h.resolveMAC(av.GRH.DGID)
 		if err != nil {
-			return reply{err: refuse(unix.EHOSTUNREACH, "%v", err)}
+			return reply{err: unreachable(err)}
 		}
 		av.DMAC = mac
 		ah, err := s.h.dev.CreateAH(pd, av)
@@ -514,4 +515,13 @@ func boolU32(b bool) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// unreachable is the refusal of an address vector verbsd cannot resolve;
+// errResolving passes as it is, for the caller to try again.
+func unreachable(err error) error {
+	if errors.Is(err, errResolving) {
+		return err
+	}
+	return refuse(unix.EHOSTUNREACH, "%v", err)
 }

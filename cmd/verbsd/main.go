@@ -6,7 +6,9 @@
 //
 // A device SPEC is a name followed by comma-separated options:
 // guid=0x..., addr=IP (repeatable: one RoCEv2 GID each), pipe=OTHER (an
-// in-memory link to another device of this verbsd), e.g.
+// in-memory link to another device of this verbsd), tap (a TAP netdev
+// named after the device, the vHCA behind it owning its addresses),
+// mtu=N and netns=PATH for the TAP, e.g.
 //
 //	verbsd -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2
 package main
@@ -50,8 +52,18 @@ func (d *deviceFlags) Set(spec string) error {
 			c.Addrs = append(c.Addrs, a)
 		case "pipe":
 			c.Pipe = v
+		case "tap":
+			c.TAP = true
+		case "mtu":
+			m, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("mtu %q: %v", v, err)
+			}
+			c.MTU = m
+		case "netns":
+			c.Netns = v
 		default:
-			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=)", k)
+			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=)", k)
 		}
 	}
 	*d = append(*d, c)

@@ -1,0 +1,104 @@
+package verbsd_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/softib/softib/client"
+	"github.com/softib/softib/verbsd"
+	"github.com/softib/softib/vhca"
+)
+
+// tapLab is a network namespace with a bridge, and a verbsd whose two
+// vHCAs have TAP ports moved into it and enslaved to the bridge: two
+// Ethernet endpoints on one segment, as two hosts' RoCE NICs would be.
+func tapLab(t *testing.T, mtu int) (sock, devA, devB string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("TAP tests need root")
+		}
+		t.Skip("TAP tests need root")
+	}
+	id := os.Getpid() % 100000
+	ns := fmt.Sprintf("sibt%d", id)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	devA, devB = fmt.Sprintf("sibA%d", id), fmt.Sprintf("sibB%d", id)
+	path := "/var/run/netns/" + ns
+	_, sock = startServer(t, verbsd.Config{Devices: []verbsd.DeviceConfig{
+		{Name: devA, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.1")}},
+		{Name: devB, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.2")}},
+	}})
+	run("-n", ns, "link", "add", "br0", "mtu", fmt.Sprint(mtu), "type", "bridge")
+	run("-n", ns, "link", "set", devA, "master", "br0")
+	run("-n", ns, "link", "set", devB, "master", "br0")
+	run("-n", ns, "link", "set", "br0", "up")
+	return sock, devA, devB
+}
+
+// RC and UD between two vHCAs whose frames cross a real bridge through
+// their TAPs: the destination's MAC comes from ARP, the data arrives, and
+// the kernel counts the frames on the netdevs.
+func TestTAPBridge(t *testing.T) {
+	for _, c := range []struct {
+		mtu  int
+		path vhca.MTU
+	}{{1500, vhca.MTU1024}, {9000, vhca.MTU4096}} {
+		t.Run(fmt.Sprint("mtu", c.mtu), func(t *testing.T) {
+			sock, devA, devB := tapLab(t, c.mtu)
+			ctx, err := client.Open(devA, &client.Options{Socket: sock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pa, err := ctx.QueryPort(1)
+			ctx.Close()
+			if err != nil || pa.ActiveMTU != c.path {
+				t.Fatalf("active MTU %v on a %d-byte netdev, want %v (%v)", pa.ActiveMTU, c.mtu, c.path, err)
+			}
+			a, b := newPeer(t, sock, devA, 1<<20), newPeer(t, sock, devB, 1<<20)
+			for _, x := range [][2]*peer{{a, b}, {b, a}} {
+				if err := x[0].qp.Connect(client.Path{GIDIndex: 1, MTU: c.path, Access: acc, LocalPSN: x[0].ep.PSN, Remote: x[1].ep}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range a.buf.B {
+				a.buf.B[i] = byte(i * 31)
+			}
+			n := 300000
+			if wc := a.write(t, 0, n, b.mr.Addr, b.mr.RKey); wc.Status != vhca.WCSuccess {
+				t.Fatalf("RDMA WRITE across the bridge: %+v", wc)
+			}
+			if !bytes.Equal(b.buf.B[:n], a.buf.B[:n]) {
+				t.Fatal("data differs after the bridge")
+			}
+			out, err := exec.Command("ip", "-n", fmt.Sprintf("sibt%d", os.Getpid()%100000), "-s", "link", "show", devB).CombinedOutput()
+			if err != nil {
+				t.Fatal(err, string(out))
+			}
+			// The netdev of B's port carried the packets to B: its TX
+			// (towards the vHCA) counts at least n/MTU frames.
+			lines := strings.Split(string(out), "\n")
+			var tx int
+			for i, l := range lines {
+				if strings.Contains(l, "TX:") && i+1 < len(lines) {
+					fmt.Sscan(strings.Fields(lines[i+1])[1], &tx)
+				}
+			}
+			if tx < n/c.path.Bytes() {
+				t.Fatalf("netdev %s sent %d frames, want at least %d:\n%s", devB, tx, n/c.path.Bytes(), out)
+			}
+		})
+	}
+}
