@@ -7,6 +7,8 @@ need=()
 command -v tshark   >/dev/null 2>&1 || need+=(tshark)            # dissects our captures
 command -v mergecap >/dev/null 2>&1 || need+=(wireshark-common)  # check_pcap.py batches with it
 command -v python3  >/dev/null 2>&1 || need+=(python3)           # runs ../shared/tools/check_pcap.py
+command -v dumpcap  >/dev/null 2>&1 || need+=(wireshark-common)  # captures the TAP lab's bridge
+command -v ip       >/dev/null 2>&1 || need+=(iproute2)          # namespaces and bridges of the TAP tests
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0

@@ -10,39 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softib/softib/internal/testtools"
 )
 
-// requireTool finds an external checker. Outside CI a missing tool skips
-// the test with the command that installs it; in CI (CI=true) it fails,
-// so the check can never pass by not running.
-func requireTool(t *testing.T, path string) string {
-	t.Helper()
-	if filepath.IsAbs(path) {
-		if _, err := os.Stat(path); err == nil {
-			return path
-		}
-	} else if p, err := exec.LookPath(path); err == nil {
-		return p
-	}
-	msg := path + " not found (make test installs the tools: scripts/deps.sh)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+func requireTool(t *testing.T, path string) string { return testtools.Require(t, path) }
 
-// sharedDir is ../shared beside the repository, or $SOFTIB_SHARED.
-func sharedDir(t *testing.T) string {
-	if d := os.Getenv("SOFTIB_SHARED"); d != "" {
-		return d
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(filepath.Dir(root), "shared")
-}
+func sharedDir(t *testing.T) string { return testtools.SharedDir(t) }
 
 // pcapDir is where the test leaves its captures: $SOFTIB_KEEP_PCAP if
 // set, so anyone can open them in Wireshark, else a temporary directory.
