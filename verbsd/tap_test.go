@@ -61,8 +61,6 @@ func capture(t *testing.T, iface string) (string, func()) {
 	file := filepath.Join(t.TempDir(), "bridge.pcap")
 	ns := fmt.Sprintf("sibt%d", os.Getpid()%100000)
 	cmd := exec.Command("ip", "netns", "exec", ns, dumpcap, "-q", "-P", "-i", iface, "-w", file)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +75,13 @@ func capture(t *testing.T, iface string) (string, func()) {
 		cmd.Wait()
 	}
 	t.Cleanup(stop)
-	for i := 0; i < 100; i++ { // dumpcap says so once it captures
-		if strings.Contains(errOut.String(), "Capturing on") {
+	for i := 0; i < 100; i++ { // dumpcap writes the file's header once it captures
+		if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	time.Sleep(100 * time.Millisecond)
 	return file, stop
 }
 
