@@ -5,7 +5,7 @@ PKGS     := ./...
 RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/...
 FUZZTIME ?= 15s
 
-.PHONY: all build test deps vet unit race fuzz bench generate lint
+.PHONY: all build test deps vet unit race fuzz bench generate lint demo
 
 all: build
 
@@ -47,3 +47,7 @@ generate:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# The main job: a two-node RoCEv2 lab, perftest-style results, a capture.
+demo:
+	scripts/demo.sh

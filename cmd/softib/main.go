@@ -10,6 +10,7 @@
 //	pingpong [-T rc|uc|ud]   ibv_rc_pingpong and its siblings, same flags
 //	perf TEST                the perftest family: write_bw, read_bw, send_bw,
 //	                         atomic_bw, write_lat, read_lat, send_lat
+//	lab up|down FILE         a namespace test bed of vHCAs on TAPs
 //
 // verbsd's socket is -socket, else $SOFTIB_SOCKET, else
 // /run/softib/verbsd.sock.
@@ -34,6 +35,8 @@ commands:
                           perftest-compatible benchmark; TEST is one of
                           write_bw read_bw send_bw atomic_bw write_lat
                           read_lat send_lat
+  lab up|down FILE        network namespaces with a vHCA each, on one
+                          Ethernet segment (see cmd/softib/lab.go)
 `)
 }
 
@@ -68,6 +71,8 @@ func main() {
 		err = pingpongCmd(opts, rest)
 	case "perf":
 		err = perfCmd(opts, rest)
+	case "lab":
+		err = labCmd(opts, rest)
 	case "help":
 		usage()
 	default:

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/softib/softib/client"
+)
+
+// A lab is network namespaces joined into one Ethernet segment, each
+// with a vHCA behind a TAP and a kernel address of its own for the TCP
+// setup exchanges of perftest and the pingpongs (the vHCA's address is
+// not the kernel's). The topology file:
+//
+//	# comment
+//	lab NAME
+//	node NAME addr=IP/LEN host=IP/LEN [mtu=N]
+//
+// For lab L and node N: namespace L-N holds bridge br0 (the node's
+// segment: the TAP of vHCA N, the kernel's address, and a veth to the
+// switch); namespace L holds the switch, bridge br0, joining the nodes'
+// veths. One verbsd serves every vHCA of the lab, on
+// /run/softib/L.sock. A verbs program reaches the vHCA of its namespace
+// with `ip netns exec L-N softib -socket /run/softib/L.sock ...`.
+
+type labNode struct {
+	name, addr, host string
+	mtu              int
+}
+
+type lab struct {
+	name  string
+	nodes []labNode
+}
+
+func parseLab(path string) (*lab, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	l := &lab{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		fields := strings.Fields(strings.SplitN(sc.Text(), "#", 2)[0])
+		if len(fields) == 0 {
+			continue
+		}
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("%s:%d: %s", path, line, fmt.Sprintf(format, a...))
+		}
+		switch fields[0] {
+		case "lab":
+			if len(fields) != 2 || !validName(fields[1], 8) {
+				return nil, bad("lab NAME (letters and digits, up to 8)")
+			}
+			l.name = fields[1]
+		case "node":
+			if len(fields) < 2 || !validName(fields[1], 6) {
+				return nil, bad("node NAME (letters and digits, up to 6) addr=IP/LEN host=IP/LEN [mtu=N]")
+			}
+			n := labNode{name: fields[1], mtu: 1500}
+			for _, kv := range fields[2:] {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "addr", "host":
+					if _, err := netip.ParsePrefix(v); err != nil {
+						return nil, bad("%s=%s: %v", k, v, err)
+					}
+					if k == "addr" {
+						n.addr = v
+					} else {
+						n.host = v
+					}
+				case "mtu":
+					m, err := strconv.Atoi(v)
+					if err != nil || m < 1280 || m > 9000 {
+						return nil, bad("mtu=%s (1280..9000)", v)
+					}
+					n.mtu = m
+				default:
+					return nil, bad("unknown node option %q", k)
+				}
+			}
+			if n.addr == "" || n.host == "" {
+				return nil, bad("node %s needs addr= and host=", n.name)
+			}
+			l.nodes = append(l.nodes, n)
+		default:
+			return nil, bad("unknown line %q (lab, node)", fields[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if l.name == "" || len(l.nodes) == 0 {
+		return nil, fmt.Errorf("%s: a lab line and at least one node", path)
+	}
+	return l, nil
+}
+
+func validName(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *lab) ns(n labNode) string   { return l.name + "-" + n.name }
+func (l *lab) vhca(n labNode) string { return "vhca-" + n.name }
+func (l *lab) socket() string        { return "/run/softib/" + l.name + ".sock" }
+func (l *lab) pidFile() string       { return "/run/softib/" + l.name + ".pid" }
+
+func labCmd(opts *client.Options, args []string) error {
+	if len(args) != 2 || (args[0] != "up" && args[0] != "down") {
+		return errors.New("lab up FILE | lab down FILE")
+	}
+	l, err := parseLab(args[1])
+	if err != nil {
+		return err
+	}
+	if args[0] == "down" {
+		return l.down()
+	}
+	return l.up()
+}
+
+func ip(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// down removes what up made, and whatever a crashed up left: it stops
+// the lab's verbsd (by its pid file) and deletes the namespaces, which
+// takes their bridges, veths and TAPs with them.
+func (l *lab) down() error {
+	if b, err := os.ReadFile(l.pidFile()); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isVerbsd(pid) {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		os.Remove(l.pidFile())
+	}
+	for _, n := range l.nodes {
+		exec.Command("ip", "netns", "del", l.ns(n)).Run()
+	}
+	exec.Command("ip", "netns", "del", l.name).Run()
+	return nil
+}
+
+// isVerbsd reports whether pid is a verbsd (a pid file may be stale).
+func isVerbsd(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(filepath.Base(strings.SplitN(string(b), "\x00", 2)[0]), "verbsd")
+}
+
+func (l *lab) up() error {
+	l.down() // leftovers of an earlier run
+	fail := func(err error) error {
+		l.down()
+		return err
+	}
+	if err := ip("netns", "add", l.name); err != nil {
+		return fail(err)
+	}
+	steps := [][]string{{"-n", l.name, "link", "add", "br0", "type", "bridge"}, {"-n", l.name, "link", "set", "br0", "up"}}
+	verbsdArgs := []string{"-socket", l.socket()}
+	for _, n := range l.nodes {
+		ns := l.ns(n)
+		if err := ip("netns", "add", ns); err != nil {
+			return fail(err)
+		}
+		mtu := strconv.Itoa(n.mtu)
+		steps = append(steps,
+			[]string{"-n", ns, "link", "set", "lo", "up"},
+			[]string{"-n", ns, "link", "add", "br0", "mtu", mtu, "type", "bridge"},
+			[]string{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
+			[]string{"-n", ns, "link", "set", "veth0", "master", "br0"},
+			[]string{"-n", ns, "addr", "add", n.host, "dev", "br0"},
+			[]string{"-n", ns, "link", "set", "veth0", "up"},
+			[]string{"-n", ns, "link", "set", "br0", "up"},
+			[]string{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
+			[]string{"-n", l.name, "link", "set", "v-" + n.name, "up"},
+		)
+		addr, _ := netip.ParsePrefix(n.addr)
+		verbsdArgs = append(verbsdArgs, "-device", fmt.Sprintf("%s,tap,mtu=%d,netns=/var/run/netns/%s,addr=%s", l.vhca(n), n.mtu, ns, addr.Addr()))
+	}
+	for _, s := range steps {
+		if err := ip(s...); err != nil {
+			return fail(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	verbsd := filepath.Join(filepath.Dir(self), "verbsd")
+	if _, err := os.Stat(verbsd); err != nil {
+		if verbsd, err = exec.LookPath("verbsd"); err != nil {
+			return fail(errors.New("verbsd not found beside softib nor in $PATH"))
+		}
+	}
+	os.MkdirAll("/run/softib", 0o755)
+	logf, err := os.Create("/run/softib/" + l.name + ".log")
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(verbsd, verbsdArgs...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	logf.Close()
+	os.WriteFile(l.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	cmd.Process.Release()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(l.socket()); err == nil {
+			break
+		}
+		if i == 250 {
+			return fail(fmt.Errorf("verbsd did not start: see /run/softib/%s.log", l.name))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, n := range l.nodes {
+		if err := ip("-n", l.ns(n), "link", "set", l.vhca(n), "master", "br0"); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Printf("lab %s up: verbsd on %s (log /run/softib/%s.log)\n", l.name, l.socket(), l.name)
+	for _, n := range l.nodes {
+		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n), n.addr, n.host)
+	}
+	fmt.Printf("use: ip netns exec %s softib -socket %s devinfo\n", l.ns(l.nodes[0]), l.socket())
+	return nil
+}
