@@ -35,6 +35,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./vhca
 	$(GO) test -run '^$$' -fuzz '^FuzzRingIndices$$' -fuzztime 5s ./verbsd/abi
 	$(GO) test -run '^$$' -fuzz '^FuzzScribble$$' -fuzztime 10s -fuzzminimizetime 50x ./client
+	$(GO) test -run '^$$' -fuzz '^FuzzNeighbour$$' -fuzztime 5s -fuzzminimizetime 50x ./verbsd
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -70,7 +70,7 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
 	e.rxTAP = func(f, _ []byte) {
 		h := e.rxHCA
-		if len(f) < 14 || h.onARP(f) {
+		if len(f) < 14 || h.onARP(f) || h.onND(f) {
 			return
 		}
 		// A port behind a bridge sees others' traffic: only its own

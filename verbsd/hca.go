@@ -47,6 +47,7 @@ type hca struct {
 	tap  *tap.TAP  // nil: no netdev
 	ipv4 [][4]byte // the port's IPv4 addresses
 	arp  arpCache
+	nd   ndCache
 	cqs  []*cqRing  // every CQ of every client on this device
 	qps  []*qpRings // every QP with its rings
 	srqs []*srqRing
@@ -113,7 +114,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}}, nil
+	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}, nd: ndCache{}}, nil
 }
 
 // activeMTU is the largest IB MTU that fits the netdev's MTU, as rxe
@@ -152,6 +153,13 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 	}
 	if dgid[0] == 0xFE && dgid[1]&0xC0 == 0x80 {
 		return macFromGUID(binary.BigEndian.Uint64(dgid[8:])), nil
+	}
+	if a := netip.AddrFrom16(dgid); !a.Is4In6() && h.tap != nil {
+		if mac, ok := h.nd[dgid]; ok {
+			return mac, nil
+		}
+		h.sendND(ndSolicit, dgid, [16]byte{}, wire.MAC{})
+		return wire.MAC{}, errResolving
 	}
 	if a := netip.AddrFrom16(dgid); a.Is4In6() && h.tap != nil {
 		ip := a.Unmap().As4()

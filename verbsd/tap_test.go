@@ -43,8 +43,8 @@ func tapLab(t *testing.T, mtu int) (sock, devA, devB string) {
 	devA, devB = fmt.Sprintf("sibA%d", id), fmt.Sprintf("sibB%d", id)
 	path := "/var/run/netns/" + ns
 	_, sock = startServer(t, verbsd.Config{Devices: []verbsd.DeviceConfig{
-		{Name: devA, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.1")}},
-		{Name: devB, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.2")}},
+		{Name: devA, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("fd77::1")}},
+		{Name: devB, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("fd77::2")}},
 	}})
 	run("-n", ns, "link", "add", "br0", "mtu", fmt.Sprint(mtu), "type", "bridge")
 	run("-n", ns, "link", "set", devA, "master", "br0")
@@ -90,10 +90,11 @@ func capture(t *testing.T, iface string) (string, func()) {
 // the kernel counts the frames on the netdevs.
 func TestTAPBridge(t *testing.T) {
 	for _, c := range []struct {
-		mtu  int
-		path vhca.MTU
-	}{{1500, vhca.MTU1024}, {9000, vhca.MTU4096}} {
-		t.Run(fmt.Sprint("mtu", c.mtu), func(t *testing.T) {
+		mtu      int
+		path     vhca.MTU
+		gidIndex int // 1: the IPv4 address (ARP), 2: the IPv6 one (neighbour discovery)
+	}{{1500, vhca.MTU1024, 1}, {9000, vhca.MTU4096, 1}, {1500, vhca.MTU1024, 2}} {
+		t.Run(fmt.Sprintf("mtu%d/gid%d", c.mtu, c.gidIndex), func(t *testing.T) {
 			sock, devA, devB := tapLab(t, c.mtu)
 			ctx, err := client.Open(devA, &client.Options{Socket: sock})
 			if err != nil {
@@ -106,8 +107,15 @@ func TestTAPBridge(t *testing.T) {
 			}
 			pcap, stop := capture(t, "br0")
 			a, b := newPeer(t, sock, devA, 1<<20), newPeer(t, sock, devB, 1<<20)
+			for _, p := range []*peer{a, b} {
+				g, err := p.ctx.QueryGID(1, c.gidIndex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.ep.GID = g.GID
+			}
 			for _, x := range [][2]*peer{{a, b}, {b, a}} {
-				if err := x[0].qp.Connect(client.Path{GIDIndex: 1, MTU: c.path, Access: acc, LocalPSN: x[0].ep.PSN, Remote: x[1].ep}); err != nil {
+				if err := x[0].qp.Connect(client.Path{GIDIndex: c.gidIndex, MTU: c.path, Access: acc, LocalPSN: x[0].ep.PSN, Remote: x[1].ep}); err != nil {
 					t.Fatal(err)
 				}
 			}

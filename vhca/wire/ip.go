@@ -148,3 +148,17 @@ func foldChecksum(s uint64) uint16 {
 	s = s>>16 + s&0xFFFF
 	return uint16(s)
 }
+
+// IPProtocolICMPv6 is ICMPv6's next header value.
+const IPProtocolICMPv6 = 58
+
+// ICMPv6Checksum is the checksum of an ICMPv6 message (RFC 4443 §2.3):
+// over the IPv6 pseudo-header and the message, its checksum field (bytes
+// 2 and 3) taken as zero.
+func ICMPv6Checksum(ip IPv6, msg []byte) uint16 {
+	s := sum16(ip[8:40], 0)
+	s = add1c(s, uint64(len(msg))+IPProtocolICMPv6)
+	s = sum16(msg[:2], s)
+	s = sum16(msg[4:], s)
+	return ^foldChecksum(s)
+}
