@@ -322,7 +322,8 @@ func (ctx *Context) QueryDevice() (vhca.DeviceAttr, error) {
 // PortAttr is what ibv_query_port tells, plus the port's MAC on Ethernet.
 type PortAttr struct {
 	vhca.PortAttr
-	MAC [6]byte
+	MAC    [6]byte
+	Netdev string // the port's netdev (a TAP), empty if none
 }
 
 // QueryPort returns a port's attributes (ports count from 1).
@@ -335,7 +336,7 @@ func (ctx *Context) QueryPort(port int) (PortAttr, error) {
 		State: vhca.PortState(a.State), MaxMTU: vhca.MTU(a.MaxMTU), ActiveMTU: vhca.MTU(a.ActiveMTU),
 		GIDTblLen: int(a.GIDTblLen), PKeyTblLen: int(a.PKeyTblLen), LID: a.LID, SMLID: a.SMLID, LMC: a.LMC,
 		LinkLayer: vhca.LinkLayer(a.LinkLayer), MaxMsgSize: a.MaxMsgSize,
-	}, MAC: a.MAC}, nil
+	}, MAC: a.MAC, Netdev: a.Netdev.String()}, nil
 }
 
 // QueryGID returns a GID table entry (ibv_query_gid, with its type).

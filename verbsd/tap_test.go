@@ -102,8 +102,8 @@ func TestTAPBridge(t *testing.T) {
 			}
 			pa, err := ctx.QueryPort(1)
 			ctx.Close()
-			if err != nil || pa.ActiveMTU != c.path {
-				t.Fatalf("active MTU %v on a %d-byte netdev, want %v (%v)", pa.ActiveMTU, c.mtu, c.path, err)
+			if err != nil || pa.ActiveMTU != c.path || pa.Netdev != devA {
+				t.Fatalf("active MTU %v on a %d-byte netdev %q, want %v on %s (%v)", pa.ActiveMTU, c.mtu, pa.Netdev, c.path, devA, err)
 			}
 			pcap, stop := capture(t, "br0")
 			a, b := newPeer(t, sock, devA, 1<<20), newPeer(t, sock, devB, 1<<20)

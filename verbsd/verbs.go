@@ -70,6 +70,9 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		p := abi.PortAttr{State: uint8(a.State), MaxMTU: uint8(a.MaxMTU), ActiveMTU: uint8(a.ActiveMTU),
 			LinkLayer: uint8(a.LinkLayer), LMC: a.LMC, GIDTblLen: uint32(a.GIDTblLen),
 			PKeyTblLen: uint32(a.PKeyTblLen), LID: a.LID, SMLID: a.SMLID, MaxMsgSize: a.MaxMsgSize, MAC: s.h.mac}
+		if s.h.tap != nil {
+			p.Netdev = abi.SetName(s.h.tap.Name())
+		}
 		return reply{body: p}
 	case abi.OpQueryGID:
 		var q abi.PortQuery

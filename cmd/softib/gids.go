@@ -54,9 +54,11 @@ func gids(opts *client.Options, args []string) error {
 				case vhca.GIDTypeIB:
 					ver = "IB"
 				}
-				// No netdev yet: the vHCA's port is its own (TAP ports
-				// come with their netdev names).
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Name, port, i, longGID(g.GID), v4, ver, "-")
+				netdev := p.Netdev
+				if netdev == "" {
+					netdev = "-" // loopback or in-memory ports have none
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Name, port, i, longGID(g.GID), v4, ver, netdev)
 				n++
 			}
 		}

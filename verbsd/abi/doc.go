@@ -18,7 +18,7 @@
 // are in the host's byte order.
 //
 //	offset  size  header field
-//	0       2     ABI version (Version, 1)
+//	0       2     ABI version (Version, 2)
 //	2       2     operation (Op)
 //	4       4     sequence number, chosen by the client, echoed in the reply
 //	8       4     status: 0 in requests; in replies 0 or an errno value

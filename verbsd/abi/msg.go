@@ -9,7 +9,8 @@ package abi
 
 // Version is the ABI version: of the control messages and of the ring
 // and entry layouts. verbsd refuses a client of any other version.
-const Version = 1
+// Version 2 added PortAttr.Netdev.
+const Version = 2
 
 // MaxMsg is the largest control message, header included.
 const MaxMsg = 64 << 10
@@ -164,6 +165,7 @@ type PortAttr struct {
 	MaxMsgSize uint32
 	MAC        [6]byte
 	Pad1       [2]byte
+	Netdev     Name // the port's netdev (a TAP), empty if none
 }
 
 // GIDEntry answers OpQueryGID. Type: 0 IB, 1 RoCEv1, 2 RoCEv2.
