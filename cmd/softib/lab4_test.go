@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/softib/softib/client"
+	"github.com/softib/softib/vhca"
+)
+
+// A four-node lab: every ordered pair of nodes does RC SEND, WRITE, READ
+// and fetch-and-add, UC WRITE and a UD datagram across the lab's bridges,
+// veths and TAPs.
+func TestLabFourNodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the lab test needs root")
+		}
+		t.Skip("the lab test needs root")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	softib := filepath.Join(bin, "softib")
+	name := fmt.Sprintf("f%d", os.Getpid()%100000)
+	file := filepath.Join(t.TempDir(), "lab")
+	var topo bytes.Buffer
+	fmt.Fprintf(&topo, "lab %s\n", name)
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&topo, "node n%d addr=10.13.0.%d/24 host=10.13.0.%d/24 mtu=%d\n", i, i, 100+i, []int{1500, 9000}[i%2])
+	}
+	os.WriteFile(file, topo.Bytes(), 0o644)
+	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })
+	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	opts := &client.Options{Socket: "/run/softib/" + name + ".sock"}
+	type node struct {
+		ctx *client.Context
+		pd  *client.PD
+		cq  *client.CQ
+		mr  *client.MR
+		gid [16]byte
+		mtu vhca.MTU
+	}
+	var nodes []*node
+	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
+	for i := 1; i <= 4; i++ {
+		ctx, err := client.Open(fmt.Sprintf("vhca-n%d", i), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ctx.Close() })
+		n := &node{ctx: ctx}
+		n.pd, _ = ctx.AllocPD()
+		n.cq, _ = ctx.CreateCQ(256, nil)
+		buf, _ := ctx.Alloc(1 << 20)
+		if n.mr, err = n.pd.RegMR(buf.B, acc); err != nil {
+			t.Fatal(err)
+		}
+		g, _ := ctx.QueryGID(1, 1)
+		pa, _ := ctx.QueryPort(1)
+		n.gid, n.mtu = g.GID, pa.ActiveMTU
+		nodes = append(nodes, n)
+	}
+	wait := func(cq *client.CQ) client.WC {
+		t.Helper()
+		var wc [1]client.WC
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if k, _ := cq.Poll(wc[:]); k == 1 {
+				return wc[0]
+			}
+			client.Relax()
+		}
+		t.Fatal("no completion within 10 s")
+		return client.WC{}
+	}
+	qp := func(n *node, typ vhca.QPType) *client.QP {
+		q, err := n.pd.CreateQP(client.QPInitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq,
+			Cap: client.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	for i, a := range nodes {
+		for j, b := range nodes {
+			if i == j {
+				continue
+			}
+			mtu := min(a.mtu, b.mtu)
+			for _, typ := range []vhca.QPType{vhca.QPTypeRC, vhca.QPTypeUC, vhca.QPTypeUD} {
+				qa, qb := qp(a, typ), qp(b, typ)
+				ea := client.Endpoint{QPN: qa.Num, PSN: 1000, GID: a.gid}
+				eb := client.Endpoint{QPN: qb.Num, PSN: 2000, GID: b.gid}
+				if err := qa.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: acc, LocalPSN: ea.PSN, Remote: eb, QKey: 7}); err != nil {
+					t.Fatal(err)
+				}
+				if err := qb.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: acc, LocalPSN: eb.PSN, Remote: ea, QKey: 7}); err != nil {
+					t.Fatal(err)
+				}
+				src, dst := a.mr.Buf[:100000], b.mr.Buf[:100000]
+				for k := range src {
+					src[k] = byte(i*7 + j*13 + k)
+				}
+				n := 100000
+				if typ == vhca.QPTypeUD {
+					n = mtu.Bytes()
+				}
+				sge := []client.SGE{{Addr: a.mr.Addr, Length: uint32(n), LKey: a.mr.LKey}}
+				if typ == vhca.QPTypeUD {
+					ah, err := a.pd.CreateAH(client.AV{Port: 1, IsGlobal: true, GRH: vhca.GlobalRoute{DGID: b.gid, SGIDIndex: 1, HopLimit: 64}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					qb.PostRecv([]client.RecvWR{{WRID: 1, SGL: []client.SGE{{Addr: b.mr.Addr + 200000, Length: uint32(n + 40), LKey: b.mr.LKey}}}})
+					qa.PostSend([]client.SendWR{{Opcode: vhca.WRSend, Flags: vhca.SendSignaled, SGL: sge, AH: ah, RemoteQPN: qb.Num, RemoteQKey: 7}})
+					if wc := wait(a.cq); wc.Status != vhca.WCSuccess {
+						t.Fatalf("UD %d->%d send: %+v", i, j, wc)
+					}
+					if wc := wait(b.cq); wc.Status != vhca.WCSuccess || !bytes.Equal(b.mr.Buf[200040:200040+n], src[:n]) {
+						t.Fatalf("UD %d->%d receive: %+v", i, j, wc)
+					}
+					continue
+				}
+				qa.PostSend([]client.SendWR{{Opcode: vhca.WRRDMAWrite, Flags: vhca.SendSignaled, SGL: sge, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+				if typ == vhca.QPTypeUC {
+					wait(a.cq)
+					// UC has no ACK: wait until the last byte is there.
+					for deadline := time.Now().Add(5 * time.Second); dst[n-1] != src[n-1] && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+				} else if wc := wait(a.cq); wc.Status != vhca.WCSuccess {
+					t.Fatalf("RC WRITE %d->%d: %+v", i, j, wc)
+				}
+				if !bytes.Equal(dst[:n], src[:n]) {
+					t.Fatalf("%v WRITE %d->%d: data differs", typ, i, j)
+				}
+				if typ != vhca.QPTypeRC {
+					continue
+				}
+				// READ it back, SEND, and a fetch-and-add.
+				qa.PostSend([]client.SendWR{{Opcode: vhca.WRRDMARead, Flags: vhca.SendSignaled,
+					SGL: []client.SGE{{Addr: a.mr.Addr + 300000, Length: uint32(n), LKey: a.mr.LKey}}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+				if wc := wait(a.cq); wc.Status != vhca.WCSuccess || !bytes.Equal(a.mr.Buf[300000:300000+n], src[:n]) {
+					t.Fatalf("RC READ %d->%d: %+v", i, j, wc)
+				}
+				qb.PostRecv([]client.RecvWR{{WRID: 3, SGL: []client.SGE{{Addr: b.mr.Addr + 500000, Length: 200000, LKey: b.mr.LKey}}}})
+				qa.PostSend([]client.SendWR{{Opcode: vhca.WRSend, Flags: vhca.SendSignaled, SGL: sge}})
+				wait(a.cq)
+				if wc := wait(b.cq); wc.Status != vhca.WCSuccess || wc.ByteLen != uint32(n) || !bytes.Equal(b.mr.Buf[500000:500000+n], src[:n]) {
+					t.Fatalf("RC SEND %d->%d: %+v", i, j, wc)
+				}
+				b.mr.Buf[900000] = 5
+				qa.PostSend([]client.SendWR{{Opcode: vhca.WRAtomicFetchAdd, Flags: vhca.SendSignaled, CompareAdd: 10,
+					SGL: []client.SGE{{Addr: a.mr.Addr + 900000, Length: 8, LKey: a.mr.LKey}}, RemoteAddr: b.mr.Addr + 900000, RKey: b.mr.RKey}})
+				if wc := wait(a.cq); wc.Status != vhca.WCSuccess || a.mr.Buf[900000] != 5 || b.mr.Buf[900000] != 15 {
+					t.Fatalf("fetch-add %d->%d: %+v, got %d, now %d", i, j, wc, a.mr.Buf[900000], b.mr.Buf[900000])
+				}
+			}
+		}
+	}
+}
