@@ -32,6 +32,9 @@ type DeviceConfig struct {
 	TAP   bool
 	MTU   int
 	Netns string
+	// RoCEv1 appends a RoCEv1 GID (ethertype 0x8915) for each RoCEv2
+	// one, after them: v1 only where the user asks for it.
+	RoCEv1 bool
 	// Seed makes keys and PSNs repeatable (tests); zero: random.
 	Seed uint64
 }
@@ -105,6 +108,11 @@ func newHCA(c DeviceConfig) (*hca, error) {
 			g = a.As16()
 		}
 		gids = append(gids, vhca.GIDEntry{GID: g, Type: vhca.GIDTypeRoCEv2})
+	}
+	if c.RoCEv1 {
+		for _, e := range gids[:len(gids):len(gids)] {
+			gids = append(gids, vhca.GIDEntry{GID: e.GID, Type: vhca.GIDTypeRoCEv1})
+		}
 	}
 	dev, err := vhca.NewDevice(vhca.Config{
 		Name: c.Name, NodeGUID: guid, Seed: c.Seed,

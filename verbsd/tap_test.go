@@ -43,8 +43,8 @@ func tapLab(t *testing.T, mtu int) (sock, devA, devB string) {
 	devA, devB = fmt.Sprintf("sibA%d", id), fmt.Sprintf("sibB%d", id)
 	path := "/var/run/netns/" + ns
 	_, sock = startServer(t, verbsd.Config{Devices: []verbsd.DeviceConfig{
-		{Name: devA, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("fd77::1")}},
-		{Name: devB, TAP: true, MTU: mtu, Netns: path, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("fd77::2")}},
+		{Name: devA, TAP: true, MTU: mtu, Netns: path, RoCEv1: true, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("fd77::1")}},
+		{Name: devB, TAP: true, MTU: mtu, Netns: path, RoCEv1: true, Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("fd77::2")}},
 	}})
 	run("-n", ns, "link", "add", "br0", "mtu", fmt.Sprint(mtu), "type", "bridge")
 	run("-n", ns, "link", "set", devA, "master", "br0")
@@ -90,10 +90,12 @@ func capture(t *testing.T, iface string) (string, func()) {
 // the kernel counts the frames on the netdevs.
 func TestTAPBridge(t *testing.T) {
 	for _, c := range []struct {
-		mtu      int
-		path     vhca.MTU
-		gidIndex int // 1: the IPv4 address (ARP), 2: the IPv6 one (neighbour discovery)
-	}{{1500, vhca.MTU1024, 1}, {9000, vhca.MTU4096, 1}, {1500, vhca.MTU1024, 2}} {
+		mtu  int
+		path vhca.MTU
+		// GIDs: 0 link-local, 1 IPv4 (ARP), 2 IPv6 (neighbour
+		// discovery), all RoCEv2; then 3, 4, 5 the same as RoCEv1.
+		gidIndex int
+	}{{1500, vhca.MTU1024, 1}, {9000, vhca.MTU4096, 1}, {1500, vhca.MTU1024, 2}, {1500, vhca.MTU1024, 4}} {
 		t.Run(fmt.Sprintf("mtu%d/gid%d", c.mtu, c.gidIndex), func(t *testing.T) {
 			sock, devA, devB := tapLab(t, c.mtu)
 			ctx, err := client.Open(devA, &client.Options{Socket: sock})
@@ -152,8 +154,13 @@ func TestTAPBridge(t *testing.T) {
 			cmd := exec.Command(python, testtools.CheckPcap(t), "-q", "--no-scapy", "--require-roce",
 				"--expect-opcodes", "RC_RDMA_WRITE_FIRST,RC_RDMA_WRITE_MIDDLE,RC_RDMA_WRITE_LAST,RC_ACKNOWLEDGE",
 				"--expect-min", fmt.Sprint(n/c.path.Bytes()), pcap)
-			if out, err := cmd.CombinedOutput(); err != nil {
+			out, err = cmd.CombinedOutput()
+			if err != nil {
 				t.Fatalf("check_pcap on the bridge's capture: %v\n%s", err, out)
+			}
+			encap := map[int]string{1: "RoCEv2/IPv4", 2: "RoCEv2/IPv6", 4: "RoCEv1"}[c.gidIndex]
+			if !strings.Contains(string(out), encap) {
+				t.Fatalf("no %s packet in the capture:\n%s", encap, out)
 			}
 		})
 	}

@@ -8,7 +8,8 @@
 // guid=0x..., addr=IP (repeatable: one RoCEv2 GID each), pipe=OTHER (an
 // in-memory link to another device of this verbsd), tap (a TAP netdev
 // named after the device, the vHCA behind it owning its addresses),
-// mtu=N and netns=PATH for the TAP, e.g.
+// mtu=N and netns=PATH for the TAP, rocev1 (RoCEv1 GIDs too, after the
+// RoCEv2 ones), e.g.
 //
 //	verbsd -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2
 package main
@@ -62,8 +63,10 @@ func (d *deviceFlags) Set(spec string) error {
 			c.MTU = m
 		case "netns":
 			c.Netns = v
+		case "rocev1":
+			c.RoCEv1 = true
 		default:
-			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=)", k)
+			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=, rocev1)", k)
 		}
 	}
 	*d = append(*d, c)
