@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -362,4 +363,20 @@ func (ctx *Context) QueryCounters(port int) (abi.Counters, error) {
 	var c abi.Counters
 	_, err := ctx.call(abi.OpQueryCounters, abi.PortQuery{Port: uint32(port)}, &c)
 	return c, err
+}
+
+// AddAddr gives port an IP address at run time (root or verbsd's user):
+// its GID (RoCEv2) appears in the table, at the index returned.
+func (ctx *Context) AddAddr(port int, a netip.Addr) (int, error) {
+	var h abi.Handle
+	if _, err := ctx.call(abi.OpAddAddr, abi.Addr{Port: uint32(port), IP: a.As16()}, &h); err != nil {
+		return 0, err
+	}
+	return int(h.Handle), nil
+}
+
+// DelAddr takes an address away: its GID entries become empty.
+func (ctx *Context) DelAddr(port int, a netip.Addr) error {
+	_, err := ctx.call(abi.OpDelAddr, abi.Addr{Port: uint32(port), IP: a.As16()}, nil)
+	return err
 }

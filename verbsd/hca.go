@@ -42,18 +42,19 @@ type DeviceConfig struct {
 // hca is a vHCA as verbsd hosts it: the device, its Ethernet addressing
 // and the link of its port.
 type hca struct {
-	name string
-	dev  *vhca.Device
-	mac  wire.MAC
-	pipe *pipe.End // nil: loopback only
-	peer *hca
-	tap  *tap.TAP  // nil: no netdev
-	ipv4 [][4]byte // the port's IPv4 addresses
-	arp  arpCache
-	nd   ndCache
-	cqs  []*cqRing  // every CQ of every client on this device
-	qps  []*qpRings // every QP with its rings
-	srqs []*srqRing
+	name   string
+	dev    *vhca.Device
+	mac    wire.MAC
+	pipe   *pipe.End // nil: loopback only
+	peer   *hca
+	tap    *tap.TAP  // nil: no netdev
+	ipv4   [][4]byte // the port's IPv4 addresses
+	arp    arpCache
+	nd     ndCache
+	rocev1 bool
+	cqs    []*cqRing  // every CQ of every client on this device
+	qps    []*qpRings // every QP with its rings
+	srqs   []*srqRing
 }
 
 // derivedMAC is a locally administered unicast MAC that stays the same
@@ -122,7 +123,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}, nd: ndCache{}}, nil
+	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}, nd: ndCache{}, rocev1: c.RoCEv1}, nil
 }
 
 // activeMTU is the largest IB MTU that fits the netdev's MTU, as rxe
@@ -178,4 +179,55 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 		return wire.MAC{}, errResolving
 	}
 	return wire.MAC{}, fmt.Errorf("no route to GID %s from %s", netip.AddrFrom16(dgid), h.name)
+}
+
+// gidOf is the GID of an IP address: IPv4-mapped for IPv4.
+func gidOf(a netip.Addr) wire.GID {
+	if a.Is4() {
+		return wire.IPv4MappedGID(a.As4())
+	}
+	return a.As16()
+}
+
+// addAddr gives the port an address at run time: its RoCEv2 GID (and
+// RoCEv1 one, where enabled), and for IPv4 a gratuitous ARP.
+func (h *hca) addAddr(a netip.Addr) (int, error) {
+	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
+		return 0, fmt.Errorf("address %v", a)
+	}
+	i, err := h.dev.AddGID(1, vhca.GIDEntry{GID: gidOf(a), Type: vhca.GIDTypeRoCEv2})
+	if err != nil {
+		return 0, err
+	}
+	if h.rocev1 {
+		h.dev.AddGID(1, vhca.GIDEntry{GID: gidOf(a), Type: vhca.GIDTypeRoCEv1})
+	}
+	if a.Is4() {
+		ip := a.As4()
+		for _, x := range h.ipv4 {
+			if x == ip {
+				return i, nil
+			}
+		}
+		h.ipv4 = append(h.ipv4, ip)
+		saved := h.ipv4[0]
+		h.ipv4[0] = ip
+		h.sendARP(arpRequest, ip, wire.MAC{})
+		h.ipv4[0] = saved
+	}
+	return i, nil
+}
+
+// delAddr takes an address away: its GIDs become empty entries.
+func (h *hca) delAddr(a netip.Addr) {
+	h.dev.DelGID(1, gidOf(a))
+	if a.Is4() {
+		ip := a.As4()
+		for i, x := range h.ipv4 {
+			if x == ip {
+				h.ipv4 = append(h.ipv4[:i], h.ipv4[i+1:]...)
+				break
+			}
+		}
+	}
 }

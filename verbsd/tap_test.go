@@ -2,6 +2,7 @@ package verbsd_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -163,5 +164,46 @@ func TestTAPBridge(t *testing.T) {
 				t.Fatalf("no %s packet in the capture:\n%s", encap, out)
 			}
 		})
+	}
+}
+
+// An address added at run time: its GID appears (GID_CHANGE to the
+// device's clients), answers ARP, and carries RDMA; removed, its entry
+// is empty and nothing else moved.
+func TestTAPAddressAtRunTime(t *testing.T) {
+	sock, devA, devB := tapLab(t, 1500)
+	a, b := newPeer(t, sock, devA, 1<<20), newPeer(t, sock, devB, 1<<20)
+	i, err := b.ctx.AddAddr(1, netip.MustParseAddr("10.77.0.22"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.ctx.QueryGID(1, i)
+	if err != nil || netip.AddrFrom16(g.GID).Unmap() != netip.MustParseAddr("10.77.0.22") {
+		t.Fatalf("GID %d: %+v, %v", i, g, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := b.ctx.AsyncEvent(ctx); err != nil || ev.Type != vhca.EventGIDChange || ev.Port != 1 {
+		t.Fatalf("event %+v, %v", ev, err)
+	}
+	b.ep.GID = g.GID
+	if err := a.qp.Connect(client.Path{GIDIndex: 1, MTU: vhca.MTU1024, Access: acc, LocalPSN: a.ep.PSN, Remote: b.ep}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Connect(client.Path{GIDIndex: i, MTU: vhca.MTU1024, Access: acc, LocalPSN: b.ep.PSN, Remote: a.ep}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.buf.B, "to the new address")
+	if wc := a.write(t, 0, 18, b.mr.Addr, b.mr.RKey); wc.Status != vhca.WCSuccess || string(b.buf.B[:18]) != "to the new address" {
+		t.Fatalf("WRITE to the new address: %+v", wc)
+	}
+	if err := b.ctx.DelAddr(1, netip.MustParseAddr("10.77.0.22")); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := b.ctx.QueryGID(1, i); g.GID != ([16]byte{}) {
+		t.Fatalf("entry %d after DelAddr: %+v", i, g)
+	}
+	if g, _ := b.ctx.QueryGID(1, 1); netip.AddrFrom16(g.GID).Unmap() != netip.MustParseAddr("10.77.0.2") {
+		t.Fatalf("entry 1 moved: %+v", g)
 	}
 }

@@ -3,6 +3,8 @@ package verbsd
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 
 	"github.com/softib/softib/verbsd/abi"
 	"github.com/softib/softib/vhca"
@@ -295,6 +297,26 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 			delete(s.ahs, h)
 			return nil
 		})
+	case abi.OpAddAddr, abi.OpDelAddr:
+		var m abi.Addr
+		if err := abi.Decode(body, &m); err != nil {
+			return reply{err: err}
+		}
+		if s.uid != 0 && int(s.uid) != os.Getuid() {
+			return reply{err: refuse(unix.EPERM, "changing addresses takes root or verbsd's user")}
+		}
+		if m.Port != 1 {
+			return reply{err: refuse(unix.EINVAL, "no port %d", m.Port)}
+		}
+		if op == abi.OpDelAddr {
+			s.h.delAddr(netip.AddrFrom16(m.IP).Unmap())
+			return reply{}
+		}
+		i, err := s.h.addAddr(netip.AddrFrom16(m.IP).Unmap())
+		if err != nil {
+			return reply{err: err}
+		}
+		return reply{body: abi.Handle{Handle: uint32(i)}}
 	}
 	return reply{err: refuse(unix.EOPNOTSUPP, "unknown operation %d", op)}
 }

@@ -7,6 +7,7 @@
 //
 //	devinfo [-v] [-d DEV]    the devices verbsd hosts (like ibv_devinfo)
 //	gids [DEV]               GID tables (like show_gids)
+//	addr add|del DEV IP      a port's addresses, at run time (like ip addr)
 //	pingpong [-T rc|uc|ud]   ibv_rc_pingpong and its siblings, same flags
 //	perf TEST                the perftest family: write_bw, read_bw, send_bw,
 //	                         atomic_bw, write_lat, read_lat, send_lat
@@ -29,6 +30,7 @@ func usage() {
 commands:
   devinfo [-v] [-d DEV]   show devices and ports (like ibv_devinfo)
   gids [DEV]              show GID tables (like show_gids)
+  addr add|del DEV IP     give a vHCA an address, or take it away
   pingpong [-T rc|uc|ud] [flags] [HOST]
                           ping-pong test, compatible with ibv_rc_pingpong
   perf TEST [flags] [HOST]
@@ -73,6 +75,8 @@ func main() {
 		err = perfCmd(opts, rest)
 	case "lab":
 		err = labCmd(opts, rest)
+	case "addr":
+		err = addrCmd(opts, rest)
 	case "help":
 		usage()
 	default:

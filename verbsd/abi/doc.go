@@ -62,6 +62,8 @@
 //	DestroyQP           Handle →
 //	CreateAH            CreateAH → Handle
 //	DestroyAH           Handle →
+//	AddAddr             Addr → Handle (the new GID's index)
+//	DelAddr             Addr →
 //
 // Handles name the connection's objects; they are not valid on another
 // connection. verbsd also sends, unasked, Event messages (sequence number

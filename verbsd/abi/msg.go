@@ -48,6 +48,8 @@ const (
 	OpCreateAH           Op = 24
 	OpDestroyAH          Op = 25
 	OpQueryCounters      Op = 26
+	OpAddAddr            Op = 27
+	OpDelAddr            Op = 28
 	OpEvent              Op = 100 // verbsd to client, unasked: an asynchronous event
 )
 
@@ -60,7 +62,8 @@ var opNames = map[Op]string{
 	OpCreateSRQ: "CreateSRQ", OpModifySRQ: "ModifySRQ", OpQuerySRQ: "QuerySRQ",
 	OpDestroySRQ: "DestroySRQ", OpCreateQP: "CreateQP", OpModifyQP: "ModifyQP",
 	OpQueryQP: "QueryQP", OpDestroyQP: "DestroyQP", OpCreateAH: "CreateAH",
-	OpDestroyAH: "DestroyAH", OpQueryCounters: "QueryCounters", OpEvent: "Event",
+	OpDestroyAH: "DestroyAH", OpQueryCounters: "QueryCounters", OpAddAddr: "AddAddr",
+	OpDelAddr: "DelAddr", OpEvent: "Event",
 }
 
 func (o Op) String() string {
@@ -350,6 +353,17 @@ type CreateAH struct {
 	PD  uint32
 	Pad uint32
 	AV  AV
+}
+
+// Addr adds an IP address to a port or removes it (OpAddAddr,
+// OpDelAddr; root or verbsd's user only): its GIDs come and go with it
+// (a GID_CHANGE event to every client of the device). An IPv4 address is
+// given IPv4-mapped (::ffff:a.b.c.d). AddAddr's reply is a Handle whose
+// Handle is the new RoCEv2 GID's index.
+type Addr struct {
+	Port uint32
+	Pad  uint32
+	IP   [16]byte
 }
 
 // Event is an asynchronous event (ibv_async_event): Type is an
