@@ -40,6 +40,17 @@ run() { # TEST: server in node a, client in node b
 }
 run write_bw --report_gbits -n 2000
 run send_lat -n 2000
+udp() { # the kernel's own UDP between the same two namespaces, for scale
+	ip netns exec demo-a "$softib" perf "$@" &
+	local srv=$!
+	sleep 0.3
+	ip netns exec demo-b "$softib" perf "$@" 10.11.0.101
+	wait "$srv"
+}
+echo
+echo "== the kernel's UDP across the same segment, for scale =="
+udp udp_bw -s 8972 -n 100000
+udp udp_lat -s 8 -n 2000
 if [ -n "$cap_pid" ]; then
 	sleep 0.3
 	kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null || true; cap_pid=

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softib/softib/client"
 	"github.com/softib/softib/cmd/softib/pingpong"
@@ -144,5 +146,25 @@ func TestDevinfoAndGids(t *testing.T) {
 	if !strings.Contains(out, "vhca0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1\tv2") ||
 		!strings.HasSuffix(out, "n_gids_found=4\n") {
 		t.Errorf("gids:\n%s", out)
+	}
+}
+
+// The kernel-UDP yardsticks run and report over the loopback.
+func TestUDPYardsticks(t *testing.T) {
+	for i, test := range []string{"udp_lat", "udp_bw"} {
+		port := fmt.Sprint(18640 + i)
+		out := capture(t, func() error {
+			srv := make(chan error, 1)
+			go func() { srv <- udpCmd(test, []string{"-p", port, "-n", "300", "-s", "1000"}) }()
+			time.Sleep(200 * time.Millisecond)
+			if err := udpCmd(test, []string{"-p", port, "-n", "300", "-s", "1000", "127.0.0.1"}); err != nil {
+				return err
+			}
+			return <-srv
+		})
+		want := map[string]string{"udp_lat": "300 round trips of 1000 bytes", "udp_bw": "datagrams of 1000 bytes arrived"}[test]
+		if !strings.Contains(out, want) {
+			t.Fatalf("%s printed:\n%s", test, out)
+		}
 	}
 }

@@ -26,6 +26,9 @@ func perfCmd(opts *client.Options, args []string) error {
 		"atomic_bw": perftest.AtomicBW, "write_lat": perftest.WriteLat, "read_lat": perftest.ReadLat,
 		"send_lat": perftest.SendLat, "atomic_lat": perftest.AtomicLat,
 	}
+	if args[0] == "udp_bw" || args[0] == "udp_lat" {
+		return udpCmd(args[0], args[1:])
+	}
 	name := strings.TrimPrefix(args[0], "ib_")
 	t, ok := tests[name]
 	if !ok {
