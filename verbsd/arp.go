@@ -24,13 +24,6 @@ const (
 // tried again shortly (see Server.serve).
 var errResolving = errors.New("resolving the destination's MAC address (ARP)")
 
-type arpCache map[[4]byte]wire.MAC
-
-func (c arpCache) lookup(ip [4]byte) (wire.MAC, bool) {
-	m, ok := c[ip]
-	return m, ok
-}
-
 var broadcast = wire.MAC{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 
 // sendARP writes an ARP request for ip (op arpRequest; to the broadcast
@@ -88,7 +81,7 @@ func (h *hca) onARP(f []byte) bool {
 	copy(spa[:], a[14:18])
 	copy(tpa[:], a[24:28])
 	if spa != ([4]byte{}) && sha != h.mac {
-		h.arp[spa] = sha
+		h.neigh.learn(v4key(spa), sha)
 	}
 	if binary.BigEndian.Uint16(a[6:]) == arpRequest {
 		for i, ip := range h.ipv4 {

@@ -47,10 +47,9 @@ type hca struct {
 	mac    wire.MAC
 	pipe   *pipe.End // nil: loopback only
 	peer   *hca
-	tap    *tap.TAP  // nil: no netdev
-	ipv4   [][4]byte // the port's IPv4 addresses
-	arp    arpCache
-	nd     ndCache
+	tap    *tap.TAP   // nil: no netdev
+	ipv4   [][4]byte  // the port's IPv4 addresses
+	neigh  neighbours // ARP and ND
 	rocev1 bool
 	cqs    []*cqRing  // every CQ of every client on this device
 	qps    []*qpRings // every QP with its rings
@@ -123,7 +122,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, arp: arpCache{}, nd: ndCache{}, rocev1: c.RoCEv1}, nil
+	return &hca{name: c.Name, dev: dev, mac: mac, ipv4: ipv4, neigh: newNeighbours(), rocev1: c.RoCEv1}, nil
 }
 
 // activeMTU is the largest IB MTU that fits the netdev's MTU, as rxe
@@ -164,7 +163,7 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 		return macFromGUID(binary.BigEndian.Uint64(dgid[8:])), nil
 	}
 	if a := netip.AddrFrom16(dgid); !a.Is4In6() && h.tap != nil {
-		if mac, ok := h.nd[dgid]; ok {
+		if mac, ok := h.neigh.lookup(dgid); ok {
 			return mac, nil
 		}
 		h.sendND(ndSolicit, dgid, [16]byte{}, wire.MAC{})
@@ -172,7 +171,7 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 	}
 	if a := netip.AddrFrom16(dgid); a.Is4In6() && h.tap != nil {
 		ip := a.Unmap().As4()
-		if mac, ok := h.arp.lookup(ip); ok {
+		if mac, ok := h.neigh.lookup(v4key(ip)); ok {
 			return mac, nil
 		}
 		h.sendARP(arpRequest, ip, wire.MAC{})

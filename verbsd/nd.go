@@ -21,8 +21,6 @@ const (
 	ndOptTarget   = 2
 )
 
-type ndCache map[[16]byte]wire.MAC
-
 // ownIPv6 reports whether a is one of the port's IPv6 addresses.
 func (h *hca) ownIPv6(a [16]byte) bool {
 	for _, e := range h.dev.Ports[0].GIDs {
@@ -118,14 +116,14 @@ func (h *hca) onND(f []byte) bool {
 	switch typ {
 	case ndSolicit:
 		if have && src != [16]byte{} {
-			h.nd[src] = lladdr
+			h.neigh.learn(src, lladdr)
 		}
 		if h.ownIPv6(target) && have {
 			h.sendND(ndAdvert, target, src, lladdr)
 		}
 	case ndAdvert:
 		if have {
-			h.nd[target] = lladdr
+			h.neigh.learn(target, lladdr)
 		}
 	}
 	return true

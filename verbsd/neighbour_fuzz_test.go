@@ -25,7 +25,7 @@ func FuzzNeighbour(f *testing.F) {
 			t.Fatal(err)
 		}
 		isARP, isND := h.onARP(frame), h.onND(frame)
-		if !isARP && len(h.arp) > 0 || !isND && len(h.nd) > 0 {
+		if !isARP && !isND && len(h.neigh.m) > 0 {
 			t.Fatalf("learnt from a frame that was neither ARP nor ND: %x", frame)
 		}
 	})
