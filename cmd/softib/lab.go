@@ -251,6 +251,6 @@ func (l *lab) up() error {
 	for _, n := range l.nodes {
 		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n), n.addr, n.host)
 	}
-	fmt.Printf("use: ip netns exec %s softib -socket %s devinfo\n", l.ns(l.nodes[0]), l.socket())
+	fmt.Printf("use: softib -netns %s devinfo   (or ip netns exec %s softib -socket %s ...)\n", l.ns(l.nodes[0]), l.ns(l.nodes[0]), l.socket())
 	return nil
 }

@@ -64,6 +64,10 @@ func TestLabUpDown(t *testing.T) {
 			t.Fatalf("%s: %q (%v)", test, out, err)
 		}
 	}
+	// softib -netns finds the lab's verbsd by itself.
+	if out := run("-netns", name+"-b", "gids", "vhca-b"); !strings.Contains(out, "10.12.0.2") {
+		t.Fatalf("softib -netns %s-b gids:\n%s", name, out)
+	}
 	run("lab", "down", file)
 	nss, _ = exec.Command("ip", "netns", "list").Output()
 	if strings.Contains(string(nss), name) {

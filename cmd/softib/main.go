@@ -1,7 +1,7 @@
 // Command softib is softib's command line: what ibv_devinfo, show_gids,
 // perftest and the libibverbs pingpongs are for a Linux RDMA stack.
 //
-//	softib [-socket PATH] COMMAND [ARGS]
+//	softib [-socket PATH] [-netns NS] COMMAND [ARGS]
 //
 // Commands:
 //
@@ -18,14 +18,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 
 	"github.com/softib/softib/client"
 )
 
 func usage() {
-	fmt.Fprint(os.Stderr, `usage: softib [-socket PATH] COMMAND [ARGS]
+	fmt.Fprint(os.Stderr, `usage: softib [-socket PATH] [-netns NS] COMMAND [ARGS]
 
 commands:
   devinfo [-v] [-d DEV]   show devices and ports (like ibv_devinfo)
@@ -50,6 +53,15 @@ func main() {
 		case (a == "-socket" || a == "--socket") && len(args) > 1:
 			opts.Socket = args[1]
 			args = args[2:]
+		case (a == "-netns" || a == "--netns") && len(args) > 1:
+			// Run the command in a network namespace (its TCP exchanges
+			// use that namespace's addresses), as ip netns exec does; in
+			// a lab's node namespace LAB-NODE, the lab's verbsd.
+			if err := inNetns(args[1], opts.Socket, args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "softib:", err)
+				os.Exit(1)
+			}
+			return
 		case a == "-h" || a == "--help" || a == "-help":
 			usage()
 			return
@@ -88,4 +100,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "softib:", err)
 		os.Exit(1)
 	}
+}
+
+// inNetns runs this command again inside network namespace ns, with the
+// lab's socket when ns is a lab node's and no socket was given.
+func inNetns(ns, socket string, args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if socket == "" {
+		if lab, _, ok := strings.Cut(ns, "-"); ok {
+			if _, err := os.Stat("/run/softib/" + lab + ".sock"); err == nil {
+				socket = "/run/softib/" + lab + ".sock"
+			}
+		}
+	}
+	cmd := []string{"netns", "exec", ns, self}
+	if socket != "" {
+		cmd = append(cmd, "-socket", socket)
+	}
+	c := exec.Command("ip", append(cmd, args...)...)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.ExitCode())
+		}
+		return err
+	}
+	return nil
 }
