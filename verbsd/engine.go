@@ -3,6 +3,7 @@ package verbsd
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/softib/softib/vhca"
@@ -46,6 +47,7 @@ type engine struct {
 	srqOf map[*vhca.SRQ]*srqRing
 
 	bellBuf [8]byte
+	asleep  atomic.Bool // in sleep: a link's reader must ring the doorbell
 	stopped chan struct{}
 	// async delivers a device's asynchronous events to the sessions.
 	async func(h *hca, ev vhca.Event)
@@ -86,6 +88,14 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 
 // bellFD is the doorbell's descriptor, to hand to clients.
 func (e *engine) bellFD() int { return e.bell }
+
+// wakeLink is a link reader's wake-up: a system call only when the
+// engine sleeps; a polling engine finds the frame by itself.
+func (e *engine) wakeLink() {
+	if e.asleep.Load() {
+		e.ring()
+	}
+}
 
 // ring wakes the engine (a write of 1 to the doorbell).
 func (e *engine) ring() {
@@ -240,6 +250,10 @@ func (e *engine) transmit(h *hca) int {
 // sleep blocks on the doorbell until a client rings it, a control request
 // arrives, or the earliest timer of the devices is due.
 func (e *engine) sleep() {
+	// Published before the links are looked at, so that a link's reader
+	// that delivers a frame after the look sees it and rings (wakeLink).
+	e.asleep.Store(true)
+	defer e.asleep.Store(false)
 	asleep := true
 	for _, h := range e.hcas {
 		if h.pipe != nil && h.pipe.Pending() > 0 || h.tap != nil && h.tap.Pending() > 0 {

@@ -114,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 			closeTAPs(hcas)
 			return nil, fmt.Errorf("device %q: a port has one link (pipe or TAP)", dc.Name)
 		}
-		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns, Wake: eng.ring})
+		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns, Wake: eng.wakeLink})
 		if err != nil {
 			closeTAPs(hcas)
 			return nil, err
