@@ -26,16 +26,19 @@ var netemMB = flag.Int("verbsd.netem-mb", 100, "megabytes each netem fault test 
 // the going back and the drops.
 func TestNetemRC(t *testing.T) {
 	for _, f := range []struct {
-		name    string
-		netem   []string
-		nftLoss int // percent, where netem is missing
+		name  string
+		netem []string
+		// Where netem is missing: the percentage of RoCE frames nftables
+		// treats, and how (drop, or overwrite a byte after the BTH).
+		nftPct    int
+		nftAction []string
 	}{
-		{"loss1", []string{"loss", "1%"}, 1},
-		{"loss5", []string{"loss", "5%"}, 5},
-		{"reorder", []string{"delay", "1ms", "reorder", "25%", "50%"}, 0},
-		{"duplicate", []string{"duplicate", "5%"}, 0},
-		{"corrupt", []string{"corrupt", "2%"}, 0},
-		{"delay1ms", []string{"delay", "1ms"}, 0},
+		{"loss1", []string{"loss", "1%"}, 1, []string{"drop"}},
+		{"loss5", []string{"loss", "5%"}, 5, []string{"drop"}},
+		{"reorder", []string{"delay", "1ms", "reorder", "25%", "50%"}, 0, nil},
+		{"duplicate", []string{"duplicate", "5%"}, 0, nil},
+		{"corrupt", []string{"corrupt", "2%"}, 2, []string{"@th,160,8", "set", "0x55"}},
+		{"delay1ms", []string{"delay", "1ms"}, 0, nil},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			sock, devA, devB := tapLab(t, 9000)
@@ -49,10 +52,10 @@ func TestNetemRC(t *testing.T) {
 					// A kernel without sch_netem (this project's CI
 					// machines): random loss can still be had from
 					// nftables on the bridge; the other faults cannot.
-					if f.nftLoss == 0 {
+					if f.nftPct == 0 {
 						t.Skip("the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), and nftables cannot " + f.name)
 					}
-					nftLoss(t, ns, f.nftLoss)
+					nftFault(t, ns, f.nftPct, f.nftAction)
 					break
 				}
 			}
@@ -108,15 +111,15 @@ func TestNetemRC(t *testing.T) {
 	}
 }
 
-// nftLoss drops pct percent of the RoCEv2 frames the lab's bridge
-// forwards, at random (nftables' numgen), both ways.
-func nftLoss(t *testing.T, ns string, pct int) {
+// nftFault applies action to pct percent of the RoCEv2 frames the lab's
+// bridge forwards, chosen at random (nftables' numgen), both ways.
+func nftFault(t *testing.T, ns string, pct int, action []string) {
 	t.Helper()
 	nft := testtools.Require(t, "nft")
 	for _, args := range [][]string{
 		{"add", "table", "bridge", "lossy"},
 		{"add", "chain", "bridge", "lossy", "fw", "{ type filter hook forward priority 0; }"},
-		{"add", "rule", "bridge", "lossy", "fw", "udp", "dport", "4791", "numgen", "random", "mod", "100", "<", fmt.Sprint(pct), "counter", "drop"},
+		append([]string{"add", "rule", "bridge", "lossy", "fw", "udp", "dport", "4791", "numgen", "random", "mod", "100", "<", fmt.Sprint(pct), "counter"}, action...),
 	} {
 		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns, nft}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("nft %v: %v: %s", args, err, out)
