@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,26 +15,11 @@ import (
 // and fetch-and-add, UC WRITE and a UD datagram across the lab's bridges,
 // veths and TAPs.
 func TestLabFourNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the lab test needs root")
-		}
-		t.Skip("the lab test needs root")
-	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	softib := filepath.Join(bin, "softib")
-	name := fmt.Sprintf("f%d", os.Getpid()%100000)
-	file := filepath.Join(t.TempDir(), "lab")
 	var topo bytes.Buffer
-	fmt.Fprintf(&topo, "lab %s\n", name)
 	for i := 1; i <= 4; i++ {
 		fmt.Fprintf(&topo, "node n%d addr=10.13.0.%d/24 host=10.13.0.%d/24 mtu=%d\n", i, i, 100+i, []int{1500, 9000}[i%2])
 	}
-	os.WriteFile(file, topo.Bytes(), 0o644)
-	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })
+	softib, name, file := labFile(t, "f", topo.String())
 	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}

@@ -15,20 +15,7 @@ import (
 // across it (TAP, bridges, veths: the real path), and lab down leaves
 // nothing behind; up after a crash (a lab left up) cleans first.
 func TestLabUpDown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the lab test needs root")
-		}
-		t.Skip("the lab test needs root")
-	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	softib := filepath.Join(bin, "softib")
-	name := fmt.Sprintf("t%d", os.Getpid()%100000)
-	file := filepath.Join(t.TempDir(), "lab")
-	os.WriteFile(file, []byte("lab "+name+"\nnode a addr=10.12.0.1/24 host=10.12.0.101/24\nnode b addr=10.12.0.2/24 host=10.12.0.102/24 mtu=1500\n"), 0o644)
+	softib, name, file := labFile(t, "t", "node a addr=10.12.0.1/24 host=10.12.0.101/24\nnode b addr=10.12.0.2/24 host=10.12.0.102/24 mtu=1500\n")
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(softib, args...).CombinedOutput()
@@ -37,7 +24,6 @@ func TestLabUpDown(t *testing.T) {
 		}
 		return string(out)
 	}
-	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })
 	run("lab", "up", file)
 	run("lab", "up", file) // again, over the running lab: cleans and starts afresh
 	nss, _ := exec.Command("ip", "netns", "list").Output()
@@ -76,4 +62,29 @@ func TestLabUpDown(t *testing.T) {
 	if _, err := os.Stat(sock); err == nil {
 		t.Fatal("verbsd's socket left after lab down")
 	}
+}
+
+// labFile builds softib and verbsd, and writes a topology file for a lab
+// named prefix+pid with the given node lines; the lab is taken down at
+// cleanup (whether or not the test brought it up). Root only.
+func labFile(t *testing.T, prefix, nodes string) (softib, name, file string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the lab tests need root")
+		}
+		t.Skip("the lab tests need root")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	softib = filepath.Join(bin, "softib")
+	name = fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+	file = filepath.Join(t.TempDir(), "lab")
+	if err := os.WriteFile(file, []byte("lab "+name+"\n"+nodes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })
+	return softib, name, file
 }
