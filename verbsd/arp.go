@@ -26,16 +26,15 @@ var errResolving = errors.New("resolving the destination's MAC address (ARP)")
 
 var broadcast = wire.MAC{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 
-// sendARP writes an ARP request for ip (op arpRequest; to the broadcast
-// address) or a reply to the host at ip and mac, from the first address
-// of the port (or the address asked for, in a reply).
-func (h *hca) sendARP(op uint16, ip [4]byte, mac wire.MAC) {
-	if h.tap == nil || len(h.ipv4) == 0 {
+// sendARP writes, from the port's address spa, an ARP request for tpa
+// (op arpRequest, to the broadcast address) or a reply to the host at tpa
+// and tha.
+func (h *hca) sendARP(op uint16, spa, tpa [4]byte, tha wire.MAC) {
+	if h.tap == nil {
 		return
 	}
 	var f [14 + arpLen]byte
-	dst, tha := mac, mac
-	spa := h.ipv4[0]
+	dst := tha
 	if op == arpRequest {
 		dst, tha = broadcast, wire.MAC{}
 	}
@@ -50,17 +49,21 @@ func (h *hca) sendARP(op uint16, ip [4]byte, mac wire.MAC) {
 	copy(a[8:], h.mac[:])
 	copy(a[14:], spa[:])
 	copy(a[18:], tha[:])
-	copy(a[24:], ip[:])
+	copy(a[24:], tpa[:])
 	h.tap.Write(f[:])
+}
+
+// request asks who has tpa, from the port's first IPv4 address.
+func (h *hca) request(tpa [4]byte) {
+	if len(h.ipv4) > 0 {
+		h.sendARP(arpRequest, h.ipv4[0], tpa, wire.MAC{})
+	}
 }
 
 // announce sends a gratuitous ARP for each address (a request for itself).
 func (h *hca) announce() {
 	for _, ip := range h.ipv4 {
-		saved := h.ipv4[0]
-		h.ipv4[0] = ip
-		h.sendARP(arpRequest, ip, wire.MAC{})
-		h.ipv4[0] = saved
+		h.sendARP(arpRequest, ip, ip, wire.MAC{})
 	}
 }
 
@@ -84,11 +87,9 @@ func (h *hca) onARP(f []byte) bool {
 		h.neigh.learn(v4key(spa), sha)
 	}
 	if binary.BigEndian.Uint16(a[6:]) == arpRequest {
-		for i, ip := range h.ipv4 {
+		for _, ip := range h.ipv4 {
 			if ip == tpa && spa != tpa {
-				h.ipv4[0], h.ipv4[i] = h.ipv4[i], h.ipv4[0]
-				h.sendARP(arpReply, spa, sha)
-				h.ipv4[0], h.ipv4[i] = h.ipv4[i], h.ipv4[0]
+				h.sendARP(arpReply, ip, spa, sha)
 			}
 		}
 	}

@@ -174,7 +174,7 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 		if mac, ok := h.neigh.lookup(v4key(ip)); ok {
 			return mac, nil
 		}
-		h.sendARP(arpRequest, ip, wire.MAC{})
+		h.request(ip)
 		return wire.MAC{}, errResolving
 	}
 	return wire.MAC{}, fmt.Errorf("no route to GID %s from %s", netip.AddrFrom16(dgid), h.name)
@@ -209,10 +209,7 @@ func (h *hca) addAddr(a netip.Addr) (int, error) {
 			}
 		}
 		h.ipv4 = append(h.ipv4, ip)
-		saved := h.ipv4[0]
-		h.ipv4[0] = ip
-		h.sendARP(arpRequest, ip, wire.MAC{})
-		h.ipv4[0] = saved
+		h.sendARP(arpRequest, ip, ip, wire.MAC{}) // gratuitous
 	}
 	return i, nil
 }
