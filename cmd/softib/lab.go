@@ -25,6 +25,8 @@ import (
 //	lab NAME
 //	node NAME addr=IP/LEN host=IP/LEN [mtu=N]
 //
+// addr= and host= may repeat (an IPv4 and an IPv6 address, say).
+//
 // For lab L and node N: namespace L-N holds bridge br0 (the node's
 // segment: the TAP of vHCA N, the kernel's address, and a veth to the
 // switch); namespace L holds the switch, bridge br0, joining the nodes'
@@ -33,8 +35,9 @@ import (
 // with `ip netns exec L-N softib -socket /run/softib/L.sock ...`.
 
 type labNode struct {
-	name, addr, host string
-	mtu              int
+	name        string
+	addrs, host []string // the vHCA's and the kernel's, IPv4 and/or IPv6
+	mtu         int
 }
 
 type lab struct {
@@ -77,9 +80,9 @@ func parseLab(path string) (*lab, error) {
 						return nil, bad("%s=%s: %v", k, v, err)
 					}
 					if k == "addr" {
-						n.addr = v
+						n.addrs = append(n.addrs, v)
 					} else {
-						n.host = v
+						n.host = append(n.host, v)
 					}
 				case "mtu":
 					m, err := strconv.Atoi(v)
@@ -91,7 +94,7 @@ func parseLab(path string) (*lab, error) {
 					return nil, bad("unknown node option %q", k)
 				}
 			}
-			if n.addr == "" || n.host == "" {
+			if len(n.addrs) == 0 || len(n.host) == 0 {
 				return nil, bad("node %s needs addr= and host=", n.name)
 			}
 			l.nodes = append(l.nodes, n)
@@ -195,14 +198,20 @@ func (l *lab) up() error {
 			[]string{"-n", ns, "link", "add", "br0", "mtu", mtu, "type", "bridge"},
 			[]string{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
 			[]string{"-n", ns, "link", "set", "veth0", "master", "br0"},
-			[]string{"-n", ns, "addr", "add", n.host, "dev", "br0"},
 			[]string{"-n", ns, "link", "set", "veth0", "up"},
 			[]string{"-n", ns, "link", "set", "br0", "up"},
 			[]string{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
 			[]string{"-n", l.name, "link", "set", "v-" + n.name, "up"},
 		)
-		addr, _ := netip.ParsePrefix(n.addr)
-		verbsdArgs = append(verbsdArgs, "-device", fmt.Sprintf("%s,tap,mtu=%d,netns=/var/run/netns/%s,addr=%s", l.vhca(n), n.mtu, ns, addr.Addr()))
+		for _, h := range n.host {
+			steps = append(steps, []string{"-n", ns, "addr", "add", h, "dev", "br0", "nodad"})
+		}
+		dev := fmt.Sprintf("%s,tap,mtu=%d,netns=/var/run/netns/%s", l.vhca(n), n.mtu, ns)
+		for _, a := range n.addrs {
+			p, _ := netip.ParsePrefix(a)
+			dev += ",addr=" + p.Addr().String()
+		}
+		verbsdArgs = append(verbsdArgs, "-device", dev)
 	}
 	for _, s := range steps {
 		if err := ip(s...); err != nil {
@@ -249,7 +258,8 @@ func (l *lab) up() error {
 	}
 	fmt.Printf("lab %s up: verbsd on %s (log /run/softib/%s.log)\n", l.name, l.socket(), l.name)
 	for _, n := range l.nodes {
-		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n), n.addr, n.host)
+		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n),
+			strings.Join(n.addrs, " "), strings.Join(n.host, " "))
 	}
 	fmt.Printf("use: softib -netns %s devinfo   (or ip netns exec %s softib -socket %s ...)\n", l.ns(l.nodes[0]), l.ns(l.nodes[0]), l.socket())
 	return nil

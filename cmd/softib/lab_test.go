@@ -15,7 +15,8 @@ import (
 // across it (TAP, bridges, veths: the real path), and lab down leaves
 // nothing behind; up after a crash (a lab left up) cleans first.
 func TestLabUpDown(t *testing.T) {
-	softib, name, file := labFile(t, "t", "node a addr=10.12.0.1/24 host=10.12.0.101/24\nnode b addr=10.12.0.2/24 host=10.12.0.102/24 mtu=1500\n")
+	softib, name, file := labFile(t, "t", "node a addr=10.12.0.1/24 host=10.12.0.101/24 addr=fd12::1/64 host=fd12::101/64\n"+
+		"node b addr=10.12.0.2/24 host=10.12.0.102/24 addr=fd12::2/64 host=fd12::102/64 mtu=1500\n")
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(softib, args...).CombinedOutput()
@@ -51,7 +52,8 @@ func TestLabUpDown(t *testing.T) {
 		}
 	}
 	// softib -netns finds the lab's verbsd by itself.
-	if out := run("-netns", name+"-b", "gids", "vhca-b"); !strings.Contains(out, "10.12.0.2") {
+	if out := run("-netns", name+"-b", "gids", "vhca-b"); !strings.Contains(out, "10.12.0.2") ||
+		!strings.Contains(out, "fd12:0000:0000:0000:0000:0000:0000:0002") {
 		t.Fatalf("softib -netns %s-b gids:\n%s", name, out)
 	}
 	run("lab", "down", file)
