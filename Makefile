@@ -2,10 +2,10 @@
 GO       ?= go
 PKGS     := ./...
 # Packages whose code runs on several goroutines: tested under -race too.
-RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/...
+RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/... ./ebpf/...
 FUZZTIME ?= 15s
 
-.PHONY: all build test deps vet unit race fuzz bench generate lint demo
+.PHONY: all build test deps vet unit race fuzz bench generate lint demo fastpath
 
 all: build
 
@@ -40,8 +40,9 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# Regenerates generated code (the eBPF objects, when they arrive; clang
-# from apt is needed then). Nothing is generated yet.
+# Regenerates generated code: the eBPF objects (ebpf/roce_bpfel.*, which
+# are committed so that building needs no clang). Needs clang and the
+# kernel's UAPI headers: apt-get install clang linux-libc-dev.
 generate:
 	$(GO) generate $(PKGS)
 
@@ -52,3 +53,8 @@ lint:
 # The main job: a two-node RoCEv2 lab, perftest-style results, a capture.
 demo:
 	scripts/demo.sh
+
+# The XDP fast path against the TAP path and the kernel's batched UDP, on
+# one two-node lab, in one run (root).
+fastpath:
+	scripts/fastpath.sh

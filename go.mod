@@ -8,3 +8,7 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/cilium/ebpf v0.22.0
+
+tool github.com/cilium/ebpf/cmd/bpf2go
