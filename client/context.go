@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -324,7 +325,41 @@ func (ctx *Context) QueryDevice() (vhca.DeviceAttr, error) {
 type PortAttr struct {
 	vhca.PortAttr
 	MAC    [6]byte
-	Netdev string // the port's netdev (a TAP), empty if none
+	Netdev string // the port's netdev (its TAP, or the one it attaches to), empty if none
+	// Paths are the ways RoCEv2 can go through the port (DataPathTAP,
+	// DataPathXDP, or both: a TAP port with a fast path), Path the one in use.
+	Paths, Path DataPath
+}
+
+// DataPath is a way a port's RoCEv2 frames go: through its TAP netdev, or
+// through AF_XDP (the fast path, package ebpf).
+type DataPath uint8
+
+const (
+	DataPathTAP DataPath = abi.PathTAP
+	DataPathXDP DataPath = abi.PathXDP
+)
+
+func (p DataPath) String() string {
+	switch p {
+	case 0:
+		return "none"
+	case DataPathTAP:
+		return "tap"
+	case DataPathXDP:
+		return "xdp"
+	case DataPathTAP | DataPathXDP:
+		return "tap,xdp"
+	}
+	return fmt.Sprintf("DataPath(%d)", uint8(p))
+}
+
+// SetPath chooses the path of a port that has two (root or verbsd's
+// user): softib perf --path measures the TAP path and the fast path on
+// one set-up.
+func (ctx *Context) SetPath(port int, p DataPath) error {
+	_, err := ctx.call(abi.OpSetPath, abi.SetPath{Port: uint32(port), Path: uint32(p)}, nil)
+	return err
 }
 
 // QueryPort returns a port's attributes (ports count from 1).
@@ -337,7 +372,7 @@ func (ctx *Context) QueryPort(port int) (PortAttr, error) {
 		State: vhca.PortState(a.State), MaxMTU: vhca.MTU(a.MaxMTU), ActiveMTU: vhca.MTU(a.ActiveMTU),
 		GIDTblLen: int(a.GIDTblLen), PKeyTblLen: int(a.PKeyTblLen), LID: a.LID, SMLID: a.SMLID, LMC: a.LMC,
 		LinkLayer: vhca.LinkLayer(a.LinkLayer), MaxMsgSize: a.MaxMsgSize,
-	}, MAC: a.MAC, Netdev: a.Netdev.String()}, nil
+	}, MAC: a.MAC, Netdev: a.Netdev.String(), Paths: DataPath(a.Paths), Path: DataPath(a.Path)}, nil
 }
 
 // QueryGID returns a GID table entry (ibv_query_gid, with its type).

@@ -47,6 +47,7 @@ type engine struct {
 	srqOf map[*vhca.SRQ]*srqRing
 
 	bellBuf [8]byte
+	pollFDs []unix.PollFd
 	asleep  atomic.Bool // in sleep: a link's reader must ring the doorbell
 	stopped chan struct{}
 	// async delivers a device's asynchronous events to the sessions.
@@ -196,6 +197,11 @@ func (e *engine) step() bool {
 		if h.tap != nil {
 			work += h.tap.Recv(256, e.rxTAP)
 		}
+		if h.fast != nil {
+			for _, s := range h.fast.socks {
+				work += s.Recv(256, e.rxTAP)
+			}
+		}
 	}
 	// Segments in a pipe point into their sender's registered memory:
 	// deliver them all before the next round's verbs could deregister it.
@@ -218,10 +224,18 @@ func (e *engine) step() bool {
 // the device itself (loopback, as an HCA does in hardware), or the pipe.
 func (e *engine) transmit(h *hca) int {
 	sent := 0
+	fast := h.fast != nil && h.fast.on
 	for sent < 256 {
 		buf := e.frame
 		if h.pipe != nil {
 			if buf = h.pipe.TxBuf(); buf == nil {
+				break
+			}
+		}
+		if fast {
+			// Built in place in an AF_XDP frame; none free is the
+			// link's back pressure.
+			if buf = h.fast.tx().TxBuf(); buf == nil {
 				break
 			}
 		}
@@ -237,12 +251,17 @@ func (e *engine) transmit(h *hca) int {
 			h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
 		case h.pipe != nil:
 			h.pipe.SendSegment(n, seg)
+		case fast:
+			h.fast.tx().Send(n)
 		case h.tap != nil:
 			h.tap.Write(buf[:n])
 		}
 	}
 	if sent > 0 && h.pipe != nil {
 		h.pipe.Flush()
+	}
+	if sent > 0 && fast {
+		h.fast.tx().Flush()
 	}
 	return sent
 }
@@ -256,7 +275,7 @@ func (e *engine) sleep() {
 	defer e.asleep.Store(false)
 	asleep := true
 	for _, h := range e.hcas {
-		if h.pipe != nil && h.pipe.Pending() > 0 || h.tap != nil && h.tap.Pending() > 0 {
+		if h.pipe != nil && h.pipe.Pending() > 0 || h.tap != nil && h.tap.Pending() > 0 || h.fast != nil && h.fast.pending() {
 			asleep = false
 		}
 		for _, r := range h.qps {
@@ -283,8 +302,18 @@ func (e *engine) sleep() {
 			t := unix.NsecToTimespec(int64(d))
 			ts = &t
 		}
-		fds := [1]unix.PollFd{{Fd: int32(e.bellFD()), Events: unix.POLLIN}}
-		unix.Ppoll(fds[:], ts, nil)
+		// The AF_XDP sockets too: readable once their RX ring holds a
+		// frame, which needs no reader thread to ring the doorbell.
+		fds := append(e.pollFDs[:0], unix.PollFd{Fd: int32(e.bellFD()), Events: unix.POLLIN})
+		for _, h := range e.hcas {
+			if h.fast != nil {
+				for _, s := range h.fast.socks {
+					fds = append(fds, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
+				}
+			}
+		}
+		e.pollFDs = fds
+		unix.Ppoll(fds, ts, nil)
 		unix.Read(e.bellFD(), e.bellBuf[:])
 	}
 	for _, h := range e.hcas {

@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/softib/softib/ebpf"
 	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/link/netdev"
 	"github.com/softib/softib/vhca/link/pipe"
 	"github.com/softib/softib/vhca/link/tap"
 	"github.com/softib/softib/vhca/wire"
@@ -35,6 +37,17 @@ type DeviceConfig struct {
 	// RoCEv1 appends a RoCEv1 GID (ethertype 0x8915) for each RoCEv2
 	// one, after them: v1 only where the user asks for it.
 	RoCEv1 bool
+	// Uplink, with TAP, names the netdev (in Netns) the TAP is bridged
+	// to: RoCEv2 frames go both ways through AF_XDP on it (the fast
+	// path, package ebpf); ARP, ND and all else through the TAP.
+	Uplink string
+	// Attach makes the port share an existing netdev (in Netns), as
+	// `rdma link add rxe0 type rxe netdev X` does for rxe: its MAC, MTU
+	// and addresses (followed as they change), the kernel's ARP and ND,
+	// RoCEv2 through AF_XDP. Not with TAP or Pipe.
+	Attach string
+	// XDPMode is how the steering program attaches for Uplink or Attach.
+	XDPMode ebpf.Mode
 	// Seed makes keys and PSNs repeatable (tests); zero: random.
 	Seed uint64
 }
@@ -47,9 +60,11 @@ type hca struct {
 	mac    wire.MAC
 	pipe   *pipe.End // nil: loopback only
 	peer   *hca
-	tap    *tap.TAP   // nil: no netdev
-	ipv4   [][4]byte  // the port's IPv4 addresses
-	neigh  neighbours // ARP and ND
+	tap    *tap.TAP       // nil: no netdev
+	fast   *fastPath      // nil: no AF_XDP path
+	nd     *netdev.Netdev // attach mode: the netdev shared
+	ipv4   [][4]byte      // the port's IPv4 addresses
+	neigh  neighbours     // ARP and ND
 	rocev1 bool
 	cqs    []*cqRing  // every CQ of every client on this device
 	qps    []*qpRings // every QP with its rings
@@ -117,7 +132,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 	dev, err := vhca.NewDevice(vhca.Config{
 		Name: c.Name, NodeGUID: guid, Seed: c.Seed,
 		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, ActiveMTU: activeMTU(c),
-			MAC: mac, GIDs: gids, InProcess: !c.TAP}},
+			MAC: mac, GIDs: gids, InProcess: !c.TAP && c.Attach == ""}},
 	})
 	if err != nil {
 		return nil, err
@@ -128,7 +143,7 @@ func newHCA(c DeviceConfig) (*hca, error) {
 // activeMTU is the largest IB MTU that fits the netdev's MTU, as rxe
 // chooses it (1500 → 1024, 9000 → 4096); 4096 without a netdev.
 func activeMTU(c DeviceConfig) vhca.MTU {
-	if !c.TAP {
+	if !c.TAP && c.Attach == "" {
 		return vhca.MTU4096
 	}
 	mtu := c.MTU
@@ -161,6 +176,17 @@ func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
 	}
 	if dgid[0] == 0xFE && dgid[1]&0xC0 == 0x80 {
 		return macFromGUID(binary.BigEndian.Uint64(dgid[8:])), nil
+	}
+	if h.nd != nil {
+		// Attached: the kernel owns neighbour resolution, as for rxe.
+		ip := netip.AddrFrom16(dgid).Unmap()
+		if mac, ok := h.nd.Neighbour(ip); ok {
+			return mac, nil
+		}
+		if err := h.nd.Resolve(ip); err != nil {
+			return wire.MAC{}, fmt.Errorf("resolving %v on %s: %w", ip, h.nd.Name(), err)
+		}
+		return wire.MAC{}, errResolving
 	}
 	if a := netip.AddrFrom16(dgid); !a.Is4In6() && h.tap != nil {
 		if mac, ok := h.neigh.lookup(dgid); ok {
@@ -201,6 +227,11 @@ func (h *hca) addAddr(a netip.Addr) (int, error) {
 	if h.rocev1 {
 		h.dev.AddGID(1, vhca.GIDEntry{GID: gidOf(a), Type: vhca.GIDTypeRoCEv1})
 	}
+	if h.fast != nil {
+		if err := h.fast.own(a); err != nil {
+			return i, err
+		}
+	}
 	if a.Is4() {
 		ip := a.As4()
 		for _, x := range h.ipv4 {
@@ -217,6 +248,9 @@ func (h *hca) addAddr(a netip.Addr) (int, error) {
 // delAddr takes an address away: its GIDs become empty entries.
 func (h *hca) delAddr(a netip.Addr) {
 	h.dev.DelGID(1, gidOf(a))
+	if h.fast != nil {
+		h.fast.disown(a)
+	}
 	if a.Is4() {
 		ip := a.As4()
 		for i, x := range h.ipv4 {

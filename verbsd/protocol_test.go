@@ -189,7 +189,7 @@ func TestProtocolAbuse(t *testing.T) {
 	})
 	t.Run("unknown-ops", func(t *testing.T) {
 		r := r.on(t)
-		for _, op := range []abi.Op{0, abi.OpDelAddr + 1, 99, abi.OpEvent, 0x7FFF, 0xFFFF} {
+		for _, op := range []abi.Op{0, abi.OpSetPath + 1, 99, abi.OpEvent, 0x7FFF, 0xFFFF} {
 			r.refused(unix.EOPNOTSUPP, op, garbage(8), nil, "unknown operation")
 		}
 		// A second Hello is no verb either.

@@ -5,6 +5,7 @@
 package verbsd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/softib/softib/verbsd/abi"
 	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/link/netdev"
 	"github.com/softib/softib/vhca/link/pipe"
 	"github.com/softib/softib/vhca/link/tap"
 	"golang.org/x/sys/unix"
@@ -75,14 +77,32 @@ func New(cfg Config) (*Server, error) {
 	}
 	byName := map[string]*hca{}
 	var hcas []*hca
-	for _, dc := range cfg.Devices {
+	// Attached devices learn their MAC, MTU and addresses from their
+	// netdev: the caller's slice stays as it was.
+	cfg.Devices = append([]DeviceConfig(nil), cfg.Devices...)
+	for i := range cfg.Devices {
+		dc := &cfg.Devices[i]
 		if byName[dc.Name] != nil {
+			closeLinks(hcas)
 			return nil, fmt.Errorf("device %q configured twice", dc.Name)
 		}
-		h, err := newHCA(dc)
+		var nd *netdev.Netdev
+		if dc.Attach != "" {
+			var err error
+			if nd, err = attachNetdev(dc); err != nil {
+				closeLinks(hcas)
+				return nil, err
+			}
+		}
+		h, err := newHCA(*dc)
 		if err != nil {
+			if nd != nil {
+				nd.Close()
+			}
+			closeLinks(hcas)
 			return nil, err
 		}
+		h.nd = nd
 		byName[dc.Name] = h
 		hcas = append(hcas, h)
 	}
@@ -104,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	eng, err := newEngine(hcas, cfg.Spin)
 	if err != nil {
+		closeLinks(hcas)
 		return nil, err
 	}
 	for i, dc := range cfg.Devices {
@@ -111,15 +132,34 @@ func New(cfg Config) (*Server, error) {
 			continue
 		}
 		if hcas[i].pipe != nil {
-			closeTAPs(hcas)
+			closeLinks(hcas)
 			return nil, fmt.Errorf("device %q: a port has one link (pipe or TAP)", dc.Name)
 		}
 		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns, Wake: eng.wakeLink})
 		if err != nil {
-			closeTAPs(hcas)
+			closeLinks(hcas)
 			return nil, err
 		}
 		hcas[i].tap = t
+	}
+	for i, dc := range cfg.Devices {
+		on := dc.Uplink
+		if dc.Attach != "" {
+			on = dc.Attach
+		}
+		if on == "" {
+			continue
+		}
+		if dc.Uplink != "" && !dc.TAP {
+			closeLinks(hcas)
+			return nil, fmt.Errorf("device %q: the fast path (xdp=) is a TAP port's: add tap", dc.Name)
+		}
+		f, err := openFastPath(dc.Name, on, dc.Netns, dc.XDPMode, hcas[i].mac, dc.Addrs, uint32(i), cmp.Or(dc.MTU, 1500))
+		if err != nil {
+			closeLinks(hcas)
+			return nil, err
+		}
+		hcas[i].fast = f
 	}
 	s := &Server{cfg: cfg, limits: cfg.Limits, eng: eng, gid: -1, sessions: map[*session]chan abi.Event{},
 		conns: map[*net.UnixConn]bool{}}
@@ -156,6 +196,11 @@ func (s *Server) Listen() error {
 	os.Chmod(path, 0o666)
 	s.ln = ln
 	go s.eng.run()
+	for _, h := range s.eng.hcas {
+		if h.nd != nil {
+			go s.follow(h, h.nd.Changes())
+		}
+	}
 	s.eng.do(func() {
 		for _, h := range s.eng.hcas {
 			h.announce()
@@ -164,11 +209,21 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-func closeTAPs(hcas []*hca) {
+// closeLinks closes the ports' netdevs: TAPs removed, steering programs
+// detached, AF_XDP sockets and netlink subscriptions closed.
+func closeLinks(hcas []*hca) {
 	for _, h := range hcas {
 		if h.tap != nil {
 			h.tap.Close()
 			h.tap = nil
+		}
+		if h.fast != nil {
+			h.fast.close()
+			h.fast = nil
+		}
+		if h.nd != nil {
+			h.nd.Close()
+			h.nd = nil
 		}
 	}
 }
@@ -436,7 +491,7 @@ func (s *Server) Shutdown() {
 	s.wg.Wait()
 	s.eng.do(func() { s.eng.quit = true })
 	<-s.eng.stopped
-	closeTAPs(s.eng.hcas)
+	closeLinks(s.eng.hcas)
 	unix.Close(s.eng.bell)
 	os.Remove(s.cfg.Socket)
 }

@@ -91,7 +91,7 @@ func errnoOf(err error) (unix.Errno, string) {
 	case errors.Is(err, errStopped):
 		return unix.ESHUTDOWN, err.Error()
 	case errors.Is(err, errResolving):
-		return unix.EHOSTUNREACH, "no ARP reply from the destination"
+		return unix.EHOSTUNREACH, "no reply from the destination to ARP or neighbour discovery"
 	}
 	return unix.EINVAL, err.Error()
 }

@@ -72,9 +72,7 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		p := abi.PortAttr{State: uint8(a.State), MaxMTU: uint8(a.MaxMTU), ActiveMTU: uint8(a.ActiveMTU),
 			LinkLayer: uint8(a.LinkLayer), LMC: a.LMC, GIDTblLen: uint32(a.GIDTblLen),
 			PKeyTblLen: uint32(a.PKeyTblLen), LID: a.LID, SMLID: a.SMLID, MaxMsgSize: a.MaxMsgSize, MAC: s.h.mac}
-		if s.h.tap != nil {
-			p.Netdev = abi.SetName(s.h.tap.Name())
-		}
+		p.Paths, p.Path, p.Netdev = s.h.paths()
 		return reply{body: p}
 	case abi.OpQueryGID:
 		var q abi.PortQuery
@@ -302,11 +300,11 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 		if err := abi.Decode(body, &m); err != nil {
 			return reply{err: err}
 		}
-		if s.uid != 0 && int(s.uid) != os.Getuid() {
-			return reply{err: refuse(unix.EPERM, "changing addresses takes root or verbsd's user")}
+		if err := s.portAdmin("changing addresses", m.Port); err != nil {
+			return reply{err: err}
 		}
-		if m.Port != 1 {
-			return reply{err: refuse(unix.EINVAL, "no port %d", m.Port)}
+		if s.h.nd != nil {
+			return reply{err: refuse(unix.EPERM, "%s is attached to %s: its addresses are the netdev's (ip addr add/del ... dev %s)", s.h.name, s.h.nd.Name(), s.h.nd.Name())}
 		}
 		if op == abi.OpDelAddr {
 			s.h.delAddr(netip.AddrFrom16(m.IP).Unmap())
@@ -317,8 +315,38 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 			return reply{err: err}
 		}
 		return reply{body: abi.Handle{Handle: uint32(i)}}
+	case abi.OpSetPath:
+		var m abi.SetPath
+		if err := abi.Decode(body, &m); err != nil {
+			return reply{err: err}
+		}
+		if err := s.portAdmin("choosing a port's path", m.Port); err != nil {
+			return reply{err: err}
+		}
+		paths, _, _ := s.h.paths()
+		if m.Path != abi.PathTAP && m.Path != abi.PathXDP || paths&uint8(m.Path) == 0 {
+			return reply{err: refuse(unix.EINVAL, "%s has no path %d (it has %s)", s.h.name, m.Path, pathNames(paths))}
+		}
+		if s.h.fast != nil {
+			if err := s.h.fast.setOn(m.Path == abi.PathXDP); err != nil {
+				return reply{err: err}
+			}
+		}
+		return reply{}
 	}
 	return reply{err: refuse(unix.EOPNOTSUPP, "unknown operation %d", op)}
+}
+
+// portAdmin checks a request that changes a port for every client of the
+// device: root or verbsd's own user only, and a port that exists.
+func (s *session) portAdmin(what string, port uint32) error {
+	if s.uid != 0 && int(s.uid) != os.Getuid() {
+		return refuse(unix.EPERM, "%s takes root or verbsd's user", what)
+	}
+	if port != 1 {
+		return refuse(unix.EINVAL, "no port %d", port)
+	}
+	return nil
 }
 
 func (s *session) destroy(body []byte, f func(uint32) error) reply {

@@ -107,6 +107,11 @@ func printDevice(w io.Writer, ctx *client.Context, verbose bool) error {
 			ll = "Ethernet"
 		}
 		fmt.Fprintf(w, "\t\t\tlink_layer:\t\t%s\n", ll)
+		if verbose && p.Netdev != "" {
+			// softib's own: the netdev and the path RoCEv2 takes.
+			fmt.Fprintf(w, "\t\t\tnetdev:\t\t\t%s\n", p.Netdev)
+			fmt.Fprintf(w, "\t\t\tdata_path:\t\t%v (of %v)\n", p.Path, p.Paths)
+		}
 		if verbose {
 			fmt.Fprintf(w, "\t\t\tmax_msg_sz:\t\t0x%x\n", p.MaxMsgSize)
 			fmt.Fprintf(w, "\t\t\tpkey_tbl_len:\t\t%d\n", p.PKeyTblLen)

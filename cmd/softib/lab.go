@@ -23,9 +23,15 @@ import (
 //
 //	# comment
 //	lab NAME
-//	node NAME addr=IP/LEN host=IP/LEN [mtu=N]
+//	node NAME addr=IP/LEN host=IP/LEN [mtu=N] [path=tap|xdp] [xdpmode=M]
+//	node NAME host=IP/LEN path=attach [mtu=N] [xdpmode=M]
 //
 // addr= and host= may repeat (an IPv4 and an IPv6 address, say).
+// path=xdp gives the node's vHCA the RoCEv2 fast path: AF_XDP on the
+// node's veth, beside its TAP (which keeps ARP and ND); `softib perf
+// --path tap` can still choose the TAP. path=attach gives it no TAP: the
+// vHCA attaches to the node's veth, which holds the kernel's address, and
+// shares it, as rxe shares a NIC. xdpmode= is auto, native or generic.
 //
 // For lab L and node N: namespace L-N holds bridge br0 (the node's
 // segment: the TAP of vHCA N, the kernel's address, and a veth to the
@@ -38,6 +44,8 @@ type labNode struct {
 	name        string
 	addrs, host []string // the vHCA's and the kernel's, IPv4 and/or IPv6
 	mtu         int
+	path        string // tap, xdp or attach
+	xdpMode     string
 }
 
 type lab struct {
@@ -69,9 +77,9 @@ func parseLab(path string) (*lab, error) {
 			l.name = fields[1]
 		case "node":
 			if len(fields) < 2 || !validName(fields[1], 6) {
-				return nil, bad("node NAME (letters and digits, up to 6) addr=IP/LEN host=IP/LEN [mtu=N]")
+				return nil, bad("node NAME (letters and digits, up to 6) addr=IP/LEN host=IP/LEN [mtu=N] [path=tap|xdp|attach]")
 			}
-			n := labNode{name: fields[1], mtu: 1500}
+			n := labNode{name: fields[1], mtu: 1500, path: "tap"}
 			for _, kv := range fields[2:] {
 				k, v, _ := strings.Cut(kv, "=")
 				switch k {
@@ -90,11 +98,24 @@ func parseLab(path string) (*lab, error) {
 						return nil, bad("mtu=%s (1280..9000)", v)
 					}
 					n.mtu = m
+				case "path":
+					if v != "tap" && v != "xdp" && v != "attach" {
+						return nil, bad("path=%s (tap, xdp or attach)", v)
+					}
+					n.path = v
+				case "xdpmode":
+					if v != "auto" && v != "native" && v != "generic" {
+						return nil, bad("xdpmode=%s (auto, native or generic)", v)
+					}
+					n.xdpMode = v
 				default:
 					return nil, bad("unknown node option %q", k)
 				}
 			}
-			if len(n.addrs) == 0 || len(n.host) == 0 {
+			switch {
+			case n.path == "attach" && (len(n.addrs) > 0 || len(n.host) == 0):
+				return nil, bad("node %s: path=attach shares the kernel's address: host= and no addr=", n.name)
+			case n.path != "attach" && (len(n.addrs) == 0 || len(n.host) == 0):
 				return nil, bad("node %s needs addr= and host=", n.name)
 			}
 			l.nodes = append(l.nodes, n)
@@ -193,6 +214,26 @@ func (l *lab) up() error {
 			return fail(err)
 		}
 		mtu := strconv.Itoa(n.mtu)
+		if n.path == "attach" {
+			// No TAP and no bridge: the kernel's address on the veth the
+			// vHCA attaches to.
+			steps = append(steps,
+				[]string{"-n", ns, "link", "set", "lo", "up"},
+				[]string{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
+				[]string{"-n", ns, "link", "set", "veth0", "up"},
+				[]string{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
+				[]string{"-n", l.name, "link", "set", "v-" + n.name, "up"},
+			)
+			for _, h := range n.host {
+				steps = append(steps, []string{"-n", ns, "addr", "add", h, "dev", "veth0", "nodad"})
+			}
+			dev := fmt.Sprintf("%s,attach=veth0,netns=/var/run/netns/%s", l.vhca(n), ns)
+			if n.xdpMode != "" {
+				dev += ",xdpmode=" + n.xdpMode
+			}
+			verbsdArgs = append(verbsdArgs, "-device", dev)
+			continue
+		}
 		steps = append(steps,
 			[]string{"-n", ns, "link", "set", "lo", "up"},
 			[]string{"-n", ns, "link", "add", "br0", "mtu", mtu, "type", "bridge"},
@@ -210,6 +251,12 @@ func (l *lab) up() error {
 		for _, a := range n.addrs {
 			p, _ := netip.ParsePrefix(a)
 			dev += ",addr=" + p.Addr().String()
+		}
+		if n.path == "xdp" {
+			dev += ",xdp=veth0"
+		}
+		if n.xdpMode != "" {
+			dev += ",xdpmode=" + n.xdpMode
 		}
 		verbsdArgs = append(verbsdArgs, "-device", dev)
 	}
@@ -252,14 +299,21 @@ func (l *lab) up() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, n := range l.nodes {
+		if n.path == "attach" {
+			continue
+		}
 		if err := ip("-n", l.ns(n), "link", "set", l.vhca(n), "master", "br0"); err != nil {
 			return fail(err)
 		}
 	}
 	fmt.Printf("lab %s up: verbsd on %s (log /run/softib/%s.log)\n", l.name, l.socket(), l.name)
 	for _, n := range l.nodes {
-		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n),
-			strings.Join(n.addrs, " "), strings.Join(n.host, " "))
+		at := strings.Join(n.addrs, " ")
+		if n.path == "attach" {
+			at = "(attached to veth0)"
+		}
+		fmt.Printf("  node %-6s namespace %-12s vHCA %-10s %-5s at %s, kernel at %s\n", n.name, l.ns(n), l.vhca(n), n.path,
+			at, strings.Join(n.host, " "))
 	}
 	fmt.Printf("use: softib -netns %s devinfo   (or ip netns exec %s softib -socket %s ...)\n", l.ns(l.nodes[0]), l.ns(l.nodes[0]), l.socket())
 	return nil

@@ -19,7 +19,25 @@ func TestLabFourNodes(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		fmt.Fprintf(&topo, "node n%d addr=10.13.0.%d/24 host=10.13.0.%d/24 mtu=%d\n", i, i, 100+i, []int{1500, 9000}[i%2])
 	}
-	softib, name, file := labFile(t, "f", topo.String())
+	allPairs(t, "f", topo.String())
+}
+
+// The same across a lab of fast-path nodes: two vHCAs with TAPs whose
+// RoCEv2 goes through AF_XDP on their veths (path=xdp), and two attached
+// to their namespaces' veths (path=attach), sharing the kernel's
+// addresses, the kernel resolving their neighbours.
+func TestLabFastPath(t *testing.T) {
+	allPairs(t, "x", "node n1 addr=10.14.0.1/24 host=10.14.0.101/24 path=xdp\n"+
+		"node n2 addr=10.14.0.2/24 host=10.14.0.102/24 path=xdp xdpmode=native\n"+
+		"node n3 host=10.14.0.3/24 path=attach\n"+
+		"node n4 host=10.14.0.4/24 path=attach xdpmode=generic\n")
+}
+
+// allPairs brings up the lab of the node lines, and has every ordered pair
+// of nodes do RC SEND, WRITE, READ and fetch-and-add, UC WRITE and a UD
+// datagram, with GID 1 (the first address).
+func allPairs(t *testing.T, prefix, topo string) {
+	softib, name, file := labFile(t, prefix, topo)
 	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}

@@ -70,6 +70,7 @@ type perfParams struct {
 	host     string
 	mtu      int
 	cqMod    int
+	path     string // tap or xdp: the port's path for RoCEv2, if it has two
 }
 
 func parsePerfFlags(name string, t perftest.Test, args []string) (*perfParams, error) {
@@ -109,6 +110,7 @@ func parsePerfFlags(name string, t perftest.Test, args []string) (*perfParams, e
 	fs.BoolVar(&p.gbits, "report_gbits", false, "report Gb/s")
 	fs.BoolVar(&p.loopback, "loopback", false, "run server and client in this one invocation")
 	fs.BoolVar(&p.json, "json", false, "one JSON object per line and size")
+	fs.StringVar(&p.path, "path", "", "tap or xdp: the path RoCEv2 takes through a port that has both (sets it for the device)")
 	var rest []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {

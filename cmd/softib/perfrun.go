@@ -44,6 +44,9 @@ func runPerf(opts *client.Options, p *perfParams, conn *perftest.Conn, out io.Wr
 	}
 	defer ctx.Close()
 	s := &perfSide{p: p, ctx: ctx, isCli: conn.IsClient(), byQPN: map[uint32]int{}}
+	if err := setPath(ctx, p.ibPort, p.path); err != nil {
+		return err
+	}
 	pa, err := ctx.QueryPort(p.ibPort)
 	if err != nil {
 		return err
@@ -538,4 +541,32 @@ func (s *perfSide) wait(recv bool, size uint64) error {
 			return fmt.Errorf("no completion within 30 s")
 		}
 	}
+}
+
+// setPath makes the port's RoCEv2 go the way --path says (tap or xdp),
+// where the port has both: the same tool then measures the TAP path and
+// the fast path on one set-up.
+func setPath(ctx *client.Context, port int, path string) error {
+	var want client.DataPath
+	switch path {
+	case "":
+		return nil
+	case "tap":
+		want = client.DataPathTAP
+	case "xdp":
+		want = client.DataPathXDP
+	default:
+		return fmt.Errorf("perf: --path %q (tap or xdp)", path)
+	}
+	pa, err := ctx.QueryPort(port)
+	if err != nil {
+		return err
+	}
+	if pa.Path == want {
+		return nil
+	}
+	if pa.Paths&want == 0 {
+		return fmt.Errorf("perf: --path %s: port %d of %s has %v only", path, port, ctx.Name, pa.Paths)
+	}
+	return ctx.SetPath(port, want)
 }

@@ -9,9 +9,13 @@
 // in-memory link to another device of this verbsd), tap (a TAP netdev
 // named after the device, the vHCA behind it owning its addresses),
 // mtu=N and netns=PATH for the TAP, rocev1 (RoCEv1 GIDs too, after the
-// RoCEv2 ones), e.g.
+// RoCEv2 ones), xdp=NETDEV (with tap: RoCEv2 through AF_XDP on the
+// netdev the TAP is bridged to, the fast path), attach=NETDEV (share an
+// existing netdev in netns=, its MAC and addresses, as `rdma link add
+// rxe0 type rxe netdev NETDEV` does), xdpmode=auto|native|generic, e.g.
 //
 //	verbsd -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2
+//	verbsd -device rxe0,attach=eth0
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/softib/softib/ebpf"
 	"github.com/softib/softib/verbsd"
 	"github.com/softib/softib/verbsd/abi"
 )
@@ -65,8 +70,18 @@ func (d *deviceFlags) Set(spec string) error {
 			c.Netns = v
 		case "rocev1":
 			c.RoCEv1 = true
+		case "xdp":
+			c.Uplink = v
+		case "attach":
+			c.Attach = v
+		case "xdpmode":
+			m, err := ebpf.ParseMode(v)
+			if err != nil {
+				return err
+			}
+			c.XDPMode = m
 		default:
-			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=, rocev1)", k)
+			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=, rocev1, xdp=, attach=, xdpmode=)", k)
 		}
 	}
 	*d = append(*d, c)

@@ -64,6 +64,9 @@
 //	DestroyAH           Handle →
 //	AddAddr             Addr → Handle (the new GID's index)
 //	DelAddr             Addr →
+//	SetPath             SetPath → (a port with a TAP and the fast path:
+//	                    which of the two its RoCEv2 takes; PortAttr's
+//	                    Paths and Path tell what it has and uses)
 //
 // Handles name the connection's objects; they are not valid on another
 // connection. verbsd also sends, unasked, Event messages (sequence number

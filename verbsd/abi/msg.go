@@ -50,6 +50,7 @@ const (
 	OpQueryCounters      Op = 26
 	OpAddAddr            Op = 27
 	OpDelAddr            Op = 28
+	OpSetPath            Op = 29
 	OpEvent              Op = 100 // verbsd to client, unasked: an asynchronous event
 )
 
@@ -63,7 +64,7 @@ var opNames = map[Op]string{
 	OpDestroySRQ: "DestroySRQ", OpCreateQP: "CreateQP", OpModifyQP: "ModifyQP",
 	OpQueryQP: "QueryQP", OpDestroyQP: "DestroyQP", OpCreateAH: "CreateAH",
 	OpDestroyAH: "DestroyAH", OpQueryCounters: "QueryCounters", OpAddAddr: "AddAddr",
-	OpDelAddr: "DelAddr", OpEvent: "Event",
+	OpDelAddr: "DelAddr", OpSetPath: "SetPath", OpEvent: "Event",
 }
 
 func (o Op) String() string {
@@ -167,8 +168,9 @@ type PortAttr struct {
 	SMLID      uint16
 	MaxMsgSize uint32
 	MAC        [6]byte
-	Pad1       [2]byte
-	Netdev     Name // the port's netdev (a TAP), empty if none
+	Paths      uint8 // the paths RoCEv2 can take: PathTAP | PathXDP
+	Path       uint8 // the one it takes
+	Netdev     Name  // the port's netdev (its TAP, or the one it attaches to), empty if none
 }
 
 // GIDEntry answers OpQueryGID. Type: 0 IB, 1 RoCEv1, 2 RoCEv2.
@@ -364,6 +366,22 @@ type Addr struct {
 	Port uint32
 	Pad  uint32
 	IP   [16]byte
+}
+
+// The paths a port's RoCEv2 frames take (PortAttr.Paths and Path,
+// SetPath.Path): its TAP netdev, or AF_XDP on an uplink or an attached
+// netdev (the fast path).
+const (
+	PathTAP = 1
+	PathXDP = 2
+)
+
+// SetPath chooses the path of a port that has two (OpSetPath; root or
+// verbsd's user only): Path is PathTAP or PathXDP. It is how softib perf
+// --path measures both on one set-up.
+type SetPath struct {
+	Port uint32
+	Path uint32
 }
 
 // Event is an asynchronous event (ibv_async_event): Type is an
