@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -44,6 +45,13 @@ func openFastPath(dev, netdev, nsPath string, mode ebpf.Mode, mac wire.MAC, addr
 	f := &fastPath{steer: steer, mac: mac, id: id, owned: map[netip.Addr]bool{}, on: true}
 	for q := range steer.Queues() {
 		s, err := xsk.Open(xsk.Config{Ifindex: steer.Ifindex(), Queue: q, Netns: nsPath, ZeroCopy: true})
+		// A socket of a verbsd that just died holds its queue for a few
+		// tens of milliseconds more (the kernel frees it after an RCU
+		// grace period): a restart retries for a while.
+		for start := time.Now(); errors.Is(err, unix.EBUSY) && time.Since(start) < time.Second; {
+			time.Sleep(20 * time.Millisecond)
+			s, err = xsk.Open(xsk.Config{Ifindex: steer.Ifindex(), Queue: q, Netns: nsPath, ZeroCopy: true})
+		}
 		if q > 0 && errors.Is(err, unix.EINVAL) {
 			// The netdev has room for more queues than it uses (a veth
 			// has one per CPU, one in use): the rest get no traffic.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +17,21 @@ import (
 	"github.com/softib/softib/vhca"
 )
 
-// fastLab is two namespaces joined by a veth pair, each with a bridge
-// holding its veth and the TAP of a vHCA whose RoCEv2 goes through
-// AF_XDP on the veth (the fast path), as a VM's NIC bridged to an uplink.
+// fastLab is two namespaces, each with a bridge holding the TAP of a
+// vHCA and a veth to a third namespace, the switch (bridge br0, ports vA
+// and vB); the vHCAs' RoCEv2 goes through AF_XDP on the veths (the fast
+// path), as a VM's NIC bridged to an uplink.
 func fastLab(t *testing.T) (srv *verbsd.Server, sock, devA, devB string) {
 	testtools.Root(t)
-	a, b := testtools.Netns(t, "sibfa"), testtools.Netns(t, "sibfb")
-	testtools.VethPair(t, a, b, 1500, nil, nil)
+	a, b, sw := testtools.Netns(t, "sibfa"), testtools.Netns(t, "sibfb"), testtools.Netns(t, "sibfs")
+	testtools.IP(t, "-n", sw, "link", "add", "br0", "type", "bridge")
+	testtools.IP(t, "-n", sw, "link", "set", "br0", "up")
+	for ns, port := range map[string]string{a: "vA", b: "vB"} {
+		testtools.IP(t, "-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", port, "netns", sw)
+		testtools.IP(t, "-n", sw, "link", "set", port, "master", "br0")
+		testtools.IP(t, "-n", sw, "link", "set", port, "up")
+		testtools.IP(t, "-n", ns, "link", "set", "veth0", "up")
+	}
 	devA, devB = "sibfA", "sibfB"
 	srv, sock = startServer(t, verbsd.Config{Devices: []verbsd.DeviceConfig{
 		{Name: devA, TAP: true, Netns: "/var/run/netns/" + a, Uplink: "veth0",
@@ -234,4 +243,46 @@ func waitGID(t *testing.T, ctx *client.Context, addr netip.Addr, present bool) i
 	}
 	t.Fatalf("GID of %v present=%v: not within 3 s", addr, present)
 	return -1
+}
+
+// The real binary attached to a netdev: while it runs the program is
+// there, a second verbsd on the same netdev is refused saying why, and
+// once it is killed (SIGKILL: no clean-up of its own) nothing stays
+// attached and a new verbsd attaches again.
+func TestFastPathCrash(t *testing.T) {
+	testtools.Root(t)
+	a, b := testtools.Netns(t, "sibka"), testtools.Netns(t, "sibkb")
+	testtools.VethPair(t, a, b, 1500, []string{"10.81.0.1/24"}, []string{"10.81.0.2/24"})
+	bin := buildVerbsd(t)
+	dev := "sibkA,attach=veth0,netns=/var/run/netns/" + a
+	xdp := func() bool {
+		out, _ := exec.Command("ip", "-n", a, "link", "show", "veth0").CombinedOutput()
+		return strings.Contains(string(out), "xdp")
+	}
+	d := startDaemon(t, bin, "-device", dev)
+	if !xdp() {
+		t.Fatal("no XDP program on the attached netdev")
+	}
+	out, err := exec.Command(bin, "-socket", t.TempDir()+"/second.sock", "-device", dev).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already has an XDP program") {
+		t.Fatalf("a second verbsd on the same netdev: %v\n%s", err, out)
+	}
+	d.cmd.Process.Kill()
+	<-d.exited
+	for deadline := time.Now().Add(2 * time.Second); xdp(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the XDP program stays attached after verbsd was killed")
+		}
+	}
+	pinned, _ := filepath.Glob("/sys/fs/bpf/*")
+	for _, p := range pinned {
+		if b := filepath.Base(p); strings.Contains(b, "vhca_addrs") || strings.Contains(b, "xsks") || strings.Contains(b, "steer_rocev2") {
+			t.Fatalf("left pinned: %s", p)
+		}
+	}
+	d2 := startDaemon(t, bin, "-device", dev)
+	p := newPeer(t, d2.sock, "sibkA", 4096)
+	if pa, err := p.ctx.QueryPort(1); err != nil || pa.Paths != client.DataPathXDP {
+		t.Fatalf("the restarted verbsd's port: %+v, %v", pa, err)
+	}
 }

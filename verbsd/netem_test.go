@@ -25,6 +25,27 @@ var netemMB = flag.Int("verbsd.netem-mb", 100, "megabytes each netem fault test 
 // arrives exactly once, checked by SHA-256, and the port counters show
 // the going back and the drops.
 func TestNetemRC(t *testing.T) {
+	faults(t, vhca.MTU4096, func(t *testing.T) (sock, devA, devB, ns string, qdiscs []string) {
+		sock, devA, devB = tapLab(t, 9000)
+		ns = fmt.Sprintf("sibt%d", os.Getpid()%100000)
+		return sock, devA, devB, ns, []string{devA, devB}
+	})
+}
+
+// The same faults on the fast path: netem (or nftables) on the switch
+// between the two namespaces, whose veths carry RoCEv2 through AF_XDP.
+func TestNetemFastPath(t *testing.T) {
+	faults(t, vhca.MTU1024, func(t *testing.T) (sock, devA, devB, ns string, qdiscs []string) {
+		_, sock, devA, devB = fastLab(t)
+		ns = fmt.Sprintf("sibfs%d", os.Getpid()%100000)
+		return sock, devA, devB, ns, []string{"vA", "vB"}
+	})
+}
+
+// faults moves -verbsd.netem-mb MB over RC under each fault, on the
+// set-up lab makes: ns is the namespace whose bridge joins the two
+// vHCAs, qdiscs the netdevs netem goes on.
+func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB, ns string, qdiscs []string)) {
 	for _, f := range []struct {
 		name  string
 		netem []string
@@ -41,9 +62,8 @@ func TestNetemRC(t *testing.T) {
 		{"delay1ms", []string{"delay", "1ms"}, 0, nil},
 	} {
 		t.Run(f.name, func(t *testing.T) {
-			sock, devA, devB := tapLab(t, 9000)
-			ns := fmt.Sprintf("sibt%d", os.Getpid()%100000)
-			for _, dev := range []string{devA, devB} {
+			sock, devA, devB, ns, qdiscs := lab(t)
+			for _, dev := range qdiscs {
 				args := append([]string{"netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem"}, f.netem...)
 				if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 					if !bytes.Contains(out, []byte("qdisc kind is unknown")) {
@@ -63,7 +83,7 @@ func TestNetemRC(t *testing.T) {
 			a, b := newPeer(t, sock, devA, 4*msg), newPeer(t, sock, devB, 64*msg)
 			for _, x := range [][2]*peer{{a, b}, {b, a}} {
 				// Timeout 10 (4 ms): a lost tail comes back soon.
-				p := client.Path{GIDIndex: 1, MTU: vhca.MTU4096, Access: acc, LocalPSN: x[0].ep.PSN, Remote: x[1].ep, Timeout: 10}
+				p := client.Path{GIDIndex: 1, MTU: mtu, Access: acc, LocalPSN: x[0].ep.PSN, Remote: x[1].ep, Timeout: 10}
 				if err := x[0].qp.Connect(p); err != nil {
 					t.Fatal(err)
 				}
