@@ -57,9 +57,11 @@ func openFastPath(dev, netdev, nsPath string, mode ebpf.Mode, mac wire.MAC, addr
 			// has one per CPU, one in use): the rest get no traffic.
 			break
 		}
-		if err == nil && s.MaxFrame() < mtu+18 {
+		// A received frame sits after the kernel's XDP_PACKET_HEADROOM
+		// (256 bytes) in its UMEM frame; 18: Ethernet and a VLAN tag.
+		if room := s.MaxFrame() - 256 - 18; err == nil && mtu > room {
 			s.Close()
-			err = fmt.Errorf("MTU %d: AF_XDP frames hold %d bytes; the fast path needs an MTU of at most %d", mtu, s.MaxFrame(), s.MaxFrame()-18)
+			err = fmt.Errorf("MTU %d: AF_XDP frames of %d bytes take frames of an MTU of at most %d", mtu, s.MaxFrame(), room)
 		}
 		if err == nil {
 			if err = steer.SetSocket(q, s.FD()); err != nil {

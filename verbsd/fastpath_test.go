@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/softib/softib/client"
+	"github.com/softib/softib/ebpf"
 	"github.com/softib/softib/internal/testtools"
 	"github.com/softib/softib/verbsd"
 	"github.com/softib/softib/vhca"
@@ -284,5 +285,22 @@ func TestFastPathCrash(t *testing.T) {
 	p := newPeer(t, d2.sock, "sibkA", 4096)
 	if pa, err := p.ctx.QueryPort(1); err != nil || pa.Paths != client.DataPathXDP {
 		t.Fatalf("the restarted verbsd's port: %+v, %v", pa, err)
+	}
+}
+
+// A fast path whose frames would not fit its AF_XDP frames is refused at
+// start, saying the largest MTU it takes, and leaves nothing behind.
+func TestFastPathMTU(t *testing.T) {
+	testtools.Root(t)
+	a, b := testtools.Netns(t, "sibma"), testtools.Netns(t, "sibmb")
+	testtools.VethPair(t, a, b, 9000, nil, nil)
+	_, err := verbsd.New(verbsd.Config{Socket: t.TempDir() + "/m.sock", Devices: []verbsd.DeviceConfig{
+		{Name: "sibmA", TAP: true, MTU: 9000, Netns: "/var/run/netns/" + a, Uplink: "veth0", XDPMode: ebpf.ModeGeneric}}})
+	if err == nil || !strings.Contains(err.Error(), "MTU of at most 3822") {
+		t.Fatalf("a 9000-byte MTU on the fast path: %v", err)
+	}
+	out, _ := exec.Command("ip", "-n", a, "link", "show").CombinedOutput()
+	if strings.Contains(string(out), "xdp") || strings.Contains(string(out), "sibmA") {
+		t.Fatalf("left behind after a refused start:\n%s", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,16 +28,42 @@ func TestLabFourNodes(t *testing.T) {
 // to their namespaces' veths (path=attach), sharing the kernel's
 // addresses, the kernel resolving their neighbours.
 func TestLabFastPath(t *testing.T) {
-	allPairs(t, "x", "node n1 addr=10.14.0.1/24 host=10.14.0.101/24 path=xdp\n"+
+	softib, name := allPairs(t, "x", "node n1 addr=10.14.0.1/24 host=10.14.0.101/24 path=xdp\n"+
 		"node n2 addr=10.14.0.2/24 host=10.14.0.102/24 path=xdp xdpmode=native\n"+
 		"node n3 host=10.14.0.3/24 path=attach\n"+
 		"node n4 host=10.14.0.4/24 path=attach xdpmode=generic\n")
+	// An attached vHCA's GIDs follow its netdev's addresses, as softib
+	// gids shows them.
+	gids := func() string {
+		out, err := exec.Command(softib, "-netns", name+"-n3", "gids", "vhca-n3").CombinedOutput()
+		if err != nil {
+			t.Fatalf("softib gids: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out, err := exec.Command("ip", "-n", name+"-n3", "addr", "add", "10.14.9.3/24", "dev", "veth0").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(3 * time.Second); !strings.Contains(gids(), "10.14.9.3"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the added address is not in softib gids:\n%s", gids())
+		}
+	}
+	if out := gids(); !strings.Contains(out, "veth0") {
+		t.Fatalf("softib gids does not name the attached netdev:\n%s", out)
+	}
+	exec.Command("ip", "-n", name+"-n3", "addr", "del", "10.14.9.3/24", "dev", "veth0").Run()
+	for deadline := time.Now().Add(3 * time.Second); strings.Contains(gids(), "10.14.9.3"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed address stays in softib gids:\n%s", gids())
+		}
+	}
 }
 
 // allPairs brings up the lab of the node lines, and has every ordered pair
 // of nodes do RC SEND, WRITE, READ and fetch-and-add, UC WRITE and a UD
 // datagram, with GID 1 (the first address).
-func allPairs(t *testing.T, prefix, topo string) {
+func allPairs(t *testing.T, prefix, topo string) (softib, name string) {
 	softib, name, file := labFile(t, prefix, topo)
 	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
@@ -167,4 +194,5 @@ func allPairs(t *testing.T, prefix, topo string) {
 			}
 		}
 	}
+	return softib, name
 }
