@@ -195,8 +195,14 @@ func TestAttach(t *testing.T) {
 		for i := range qa.buf.B {
 			qa.buf.B[i] = byte(i*3 + gidIndex)
 		}
+		beforeA, beforeB := linkStats(t, srv, "sibaA"), linkStats(t, srv, "sibaB")
 		if wc := qa.write(t, 0, 300000, qb.mr.Addr, qb.mr.RKey); wc.Status != vhca.WCSuccess || !bytes.Equal(qb.buf.B[:300000], qa.buf.B[:300000]) {
 			t.Fatalf("RDMA WRITE between attached vHCAs over GID %d: %+v", gidIndex, wc)
+		}
+		time.Sleep(50 * time.Millisecond) // the last ACK lands
+		sa, sb := linkStats(t, srv, "sibaA").since(beforeA), linkStats(t, srv, "sibaB").since(beforeB)
+		if sa.Sent < 300000/1024 || sa.Sent != sb.Steered || sb.Sent != sa.Steered || sa.Dropped+sb.Dropped != 0 {
+			t.Errorf("GID %d: frames sent and steered differ: A %+v, B %+v", gidIndex, sa, sb)
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "exec", b, "ping", "-c", "1", "-W", "2", "10.80.0.1").CombinedOutput(); err != nil {
