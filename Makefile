@@ -2,7 +2,7 @@
 GO       ?= go
 PKGS     := ./...
 # Packages whose code runs on several goroutines: tested under -race too.
-RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/... ./ebpf/...
+RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/... ./ebpf/... ./internal/impair
 FUZZTIME ?= 15s
 
 .PHONY: all build test deps vet unit race fuzz bench generate lint demo fastpath

@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/softib/softib/internal/netnsrun"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // Mode is how the program is attached: native runs it in the driver
@@ -76,7 +75,7 @@ func Attach(c Config) (*Steering, error) {
 		}
 		return nil, fmt.Errorf("xdp: loading the steering program: %w", err)
 	}
-	err := inNetns(c.Netns, func() error {
+	err := netnsrun.Run(c.Netns, func() error {
 		l, err := netlink.LinkByName(c.Netdev)
 		if err != nil {
 			return fmt.Errorf("xdp: netdev %q%s: %w", c.Netdev, where(c.Netns), err)
@@ -120,33 +119,6 @@ func where(ns string) string {
 		return ""
 	}
 	return " in " + ns
-}
-
-// inNetns runs fn on a thread inside the namespace at path (the caller's
-// own when path is empty). The thread is thrown away afterwards rather
-// than trusted to have switched back.
-func inNetns(path string, fn func() error) error {
-	if path == "" {
-		return fn()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// No UnlockOSThread: the thread's namespace is changed, so the
-		// runtime must end it with this goroutine.
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", path, err)
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("entering namespace %s: %w", path, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 // Mode is the mode the program runs in (native or generic).

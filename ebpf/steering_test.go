@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softib/softib/internal/netnsrun"
 	"github.com/softib/softib/internal/testtools"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,7 @@ func veths(t *testing.T) (a, b string) {
 
 func macOf(t *testing.T, ns, name string) (mac [6]byte, index int) {
 	t.Helper()
-	err := inNetns("/var/run/netns/"+ns, func() error {
+	err := netnsrun.RunNamed(ns, func() error {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return err
@@ -45,7 +46,7 @@ func rawSender(t *testing.T, ns, name string) func(frame []byte) {
 	t.Helper()
 	_, index := macOf(t, ns, name)
 	var fd int
-	err := inNetns("/var/run/netns/"+ns, func() (err error) {
+	err := netnsrun.RunNamed(ns, func() (err error) {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 		return err
 	})
@@ -171,7 +172,7 @@ func TestSteering(t *testing.T) {
 	if s.Close() == nil {
 		t.Error("second Close gave no error")
 	}
-	inNetns("/var/run/netns/"+a, func() error {
+	netnsrun.RunNamed(a, func() error {
 		l, err := netlink.LinkByName("veth0")
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func TestSteering(t *testing.T) {
 func tcpEcho(t *testing.T, a, b string) {
 	t.Helper()
 	var ln net.Listener
-	if err := inNetns("/var/run/netns/"+a, func() (err error) {
+	if err := netnsrun.RunNamed(a, func() (err error) {
 		ln, err = net.Listen("tcp", "10.88.0.1:0")
 		return err
 	}); err != nil {
@@ -207,7 +208,7 @@ func tcpEcho(t *testing.T, a, b string) {
 		}
 	}()
 	var conn net.Conn
-	if err := inNetns("/var/run/netns/"+b, func() (err error) {
+	if err := netnsrun.RunNamed(b, func() (err error) {
 		conn, err = net.DialTimeout("tcp", ln.Addr().String(), 2*time.Second)
 		return err
 	}); err != nil {

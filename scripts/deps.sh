@@ -9,7 +9,6 @@ command -v mergecap >/dev/null 2>&1 || need+=(wireshark-common)  # check_pcap.py
 command -v python3  >/dev/null 2>&1 || need+=(python3)           # runs ../shared/tools/check_pcap.py
 command -v dumpcap  >/dev/null 2>&1 || need+=(wireshark-common)  # captures the TAP lab's bridge
 command -v ip       >/dev/null 2>&1 || need+=(iproute2)          # namespaces and bridges of the TAP tests
-command -v nft      >/dev/null 2>&1 || need+=(nftables)          # random loss on a lab's bridge where netem is missing
 command -v ping     >/dev/null 2>&1 || need+=(iputils-ping)      # ARP and ICMP still answered beside the XDP fast path
 
 if [ ${#need[@]} -eq 0 ]; then

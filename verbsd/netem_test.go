@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/softib/softib/internal/impair"
 	"github.com/softib/softib/internal/testtools"
 
 	"github.com/softib/softib/client"
@@ -32,7 +34,7 @@ func TestNetemRC(t *testing.T) {
 	})
 }
 
-// The same faults on the fast path: netem (or nftables) on the switch
+// The same faults on the fast path: netem (or the relay) on the switch
 // between the two namespaces, whose veths carry RoCEv2 through AF_XDP.
 func TestNetemFastPath(t *testing.T) {
 	faults(t, vhca.MTU1024, func(t *testing.T) (sock, devA, devB, ns string, qdiscs []string) {
@@ -44,38 +46,33 @@ func TestNetemFastPath(t *testing.T) {
 
 // faults moves -verbsd.netem-mb MB over RC under each fault, on the
 // set-up lab makes: ns is the namespace whose bridge joins the two
-// vHCAs, qdiscs the netdevs netem goes on.
+// vHCAs, qdiscs the two netdevs netem goes on. Where the kernel has no
+// netem (this project's CI machines), the two netdevs leave the bridge
+// and a seeded relay joins them (internal/impair) making the same
+// faults on RoCEv2 frames, ARP and ND untouched.
 func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB, ns string, qdiscs []string)) {
 	for _, f := range []struct {
 		name  string
 		netem []string
-		// Where netem is missing: the percentage of RoCE frames nftables
-		// treats, and how (drop, or overwrite a byte after the BTH).
-		nftPct    int
-		nftAction []string
+		relay impair.Config // where netem is missing
 	}{
-		{"loss1", []string{"loss", "1%"}, 1, []string{"drop"}},
-		{"loss5", []string{"loss", "5%"}, 5, []string{"drop"}},
-		{"reorder", []string{"delay", "1ms", "reorder", "25%", "50%"}, 0, nil},
-		{"duplicate", []string{"duplicate", "5%"}, 0, nil},
-		{"corrupt", []string{"corrupt", "2%"}, 2, []string{"@th,160,8", "set", "0x55"}},
-		{"delay1ms", []string{"delay", "1ms"}, 0, nil},
+		{"loss1", []string{"loss", "1%"}, impair.Config{Loss: 0.01}},
+		{"loss5", []string{"loss", "5%"}, impair.Config{Loss: 0.05}},
+		{"reorder", []string{"delay", "1ms", "reorder", "25%", "50%"}, impair.Config{Reorder: 0.25}},
+		{"duplicate", []string{"duplicate", "5%"}, impair.Config{Duplicate: 0.05}},
+		{"corrupt", []string{"corrupt", "2%"}, impair.Config{Corrupt: 0.02}},
+		{"delay1ms", []string{"delay", "1ms"}, impair.Config{Delay: time.Millisecond}},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			sock, devA, devB, ns, qdiscs := lab(t)
+			var relay *impair.Relay
 			for _, dev := range qdiscs {
 				args := append([]string{"netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem"}, f.netem...)
 				if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 					if !bytes.Contains(out, []byte("qdisc kind is unknown")) {
 						t.Fatalf("tc: %v: %s", err, out)
 					}
-					// A kernel without sch_netem (this project's CI
-					// machines): random loss can still be had from
-					// nftables on the bridge; the other faults cannot.
-					if f.nftPct == 0 {
-						t.Skip("the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), and nftables cannot " + f.name)
-					}
-					nftFault(t, ns, f.nftPct, f.nftAction)
+					relay = faultRelay(t, ns, qdiscs, f.name, f.relay)
 					break
 				}
 			}
@@ -88,10 +85,14 @@ func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB
 					t.Fatal(err)
 				}
 			}
+			mb := *netemMB
+			if raceDetector {
+				mb = min(mb, 10)
+			}
 			rng := rand.New(rand.NewPCG(uint64(len(f.name)), 1))
 			sent, got := sha256.New(), sha256.New()
 			start := time.Now()
-			for i := 0; i < *netemMB; i++ {
+			for i := 0; i < mb; i++ {
 				src := a.buf.B[(i%4)*msg : (i%4+1)*msg]
 				for k := 0; k < len(src); k += 8 {
 					v := rng.Uint64()
@@ -107,12 +108,16 @@ func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB
 				got.Write(b.buf.B[slot : slot+msg])
 			}
 			if string(sent.Sum(nil)) != string(got.Sum(nil)) {
-				t.Fatalf("%d MB under %v: checksums differ", *netemMB, f.netem)
+				t.Fatalf("%d MB under %v: checksums differ", mb, f.netem)
 			}
 			ca, _ := a.ctx.QueryCounters(1)
 			cb, _ := b.ctx.QueryCounters(1)
-			t.Logf("%d MB under %v in %v: A retransmits %d, timeouts %d, NAKs received %d; B PSN drops %d, malformed %d",
-				*netemMB, f.netem, time.Since(start).Round(time.Millisecond), ca.Retransmits, ca.Timeouts, ca.NAKsRcvd, cb.PSNDrops, cb.Malformed)
+			how := "netem " + strings.Join(f.netem, " ")
+			if relay != nil {
+				how = fmt.Sprintf("the relay (no netem here): %+v", relay.Stats())
+			}
+			t.Logf("%d MB under %s in %v: A retransmits %d, timeouts %d, NAKs received %d; B PSN drops %d, malformed %d",
+				mb, how, time.Since(start).Round(time.Millisecond), ca.Retransmits, ca.Timeouts, ca.NAKsRcvd, cb.PSNDrops, cb.Malformed)
 			switch f.name {
 			case "loss1", "loss5":
 				if ca.Retransmits == 0 {
@@ -121,6 +126,10 @@ func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB
 			case "duplicate":
 				if cb.PSNDrops == 0 {
 					t.Error("duplicates not dropped")
+				}
+			case "reorder":
+				if relay != nil && relay.Stats().Reordered == 0 {
+					t.Error("nothing reordered")
 				}
 			case "corrupt":
 				if cb.Malformed+ca.Malformed == 0 {
@@ -131,18 +140,21 @@ func faults(t *testing.T, mtu vhca.MTU, lab func(t *testing.T) (sock, devA, devB
 	}
 }
 
-// nftFault applies action to pct percent of the RoCEv2 frames the lab's
-// bridge forwards, chosen at random (nftables' numgen), both ways.
-func nftFault(t *testing.T, ns string, pct int, action []string) {
+// faultRelay takes the two netdevs out of their bridge and joins them by
+// a relay making the fault on RoCEv2 frames, seeded by the fault's name.
+func faultRelay(t *testing.T, ns string, devs []string, name string, c impair.Config) *impair.Relay {
 	t.Helper()
-	nft := testtools.Require(t, "nft")
-	for _, args := range [][]string{
-		{"add", "table", "bridge", "lossy"},
-		{"add", "chain", "bridge", "lossy", "fw", "{ type filter hook forward priority 0; }"},
-		append([]string{"add", "rule", "bridge", "lossy", "fw", "udp", "dport", "4791", "numgen", "random", "mod", "100", "<", fmt.Sprint(pct), "counter"}, action...),
-	} {
-		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns, nft}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("nft %v: %v: %s", args, err, out)
-		}
+	for _, d := range devs {
+		testtools.IP(t, "-n", ns, "link", "set", d, "nomaster")
 	}
+	c.Netns, c.A, c.B, c.Only = "/var/run/netns/"+ns, devs[0], devs[1], 4791
+	for _, b := range []byte(name) {
+		c.Seed = c.Seed*31 + uint64(b)
+	}
+	r, err := impair.Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

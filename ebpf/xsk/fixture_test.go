@@ -5,17 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/softib/softib/ebpf/xsk"
-	"github.com/softib/softib/internal/testtools"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/ebpf/xsk"
+	"github.com/softib/softib/internal/netnsrun"
+	"github.com/softib/softib/internal/testtools"
 )
 
 // pair is two network namespaces joined by a veth pair, veth0 at both
@@ -45,41 +45,10 @@ func newPair(t testing.TB, name string) *pair {
 	return p
 }
 
-// inNetns runs fn on a thread of its own in namespace ns; the thread is
-// thrown away if it cannot be switched back.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
-
 func ifindex(t testing.TB, ns string) int {
 	t.Helper()
 	var idx int
-	err := inNetns(ns, func() error {
+	err := netnsrun.RunNamed(ns, func() error {
 		ifc, err := net.InterfaceByName("veth0")
 		if err == nil {
 			idx = ifc.Index
@@ -138,7 +107,7 @@ func redirect(t testing.TB, ns string, ifindex int, s *xsk.Socket, queue int) st
 	}
 	var l link.Link
 	mode := "driver"
-	err = inNetns(ns, func() error {
+	err = netnsrun.RunNamed(ns, func() error {
 		var err error
 		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
 		if err != nil {
@@ -161,7 +130,7 @@ func redirect(t testing.TB, ns string, ifindex int, s *xsk.Socket, queue int) st
 func packetSocket(t testing.TB, ns string, ifindex int, proto uint16) int {
 	t.Helper()
 	fd := -1
-	err := inNetns(ns, func() error {
+	err := netnsrun.RunNamed(ns, func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(htons(proto)))
 		if err != nil {

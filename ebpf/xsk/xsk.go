@@ -27,14 +27,15 @@ package xsk
 import (
 	"errors"
 	"fmt"
-	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/internal/netnsrun"
 )
 
 // Config describes the socket.
@@ -142,45 +143,16 @@ func Open(c Config) (*Socket, error) {
 		return open(c)
 	}
 	// The socket belongs to the namespace of the thread that creates it,
-	// and keeps it. Do the work on a thread of its own: if switching it
-	// back fails, the goroutine ends still locked and the runtime throws
-	// the thread away rather than let other goroutines run in the wrong
-	// namespace.
-	type result struct {
-		s   *Socket
-		err error
+	// and keeps it.
+	var s *Socket
+	err := netnsrun.Run(c.Netns, func() (err error) {
+		s, err = open(c)
+		return err
+	})
+	if err != nil && s == nil && !strings.HasPrefix(err.Error(), "xsk:") {
+		err = fmt.Errorf("xsk: %w", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		s, restored, err := openIn(c)
-		if restored {
-			runtime.UnlockOSThread()
-		}
-		done <- result{s, err}
-	}()
-	r := <-done
-	return r.s, r.err
-}
-
-// openIn runs open in c.Netns on the locked calling thread, and says
-// whether the thread is back in its own namespace.
-func openIn(c Config) (s *Socket, restored bool, err error) {
-	orig, err := netns.Get()
-	if err != nil {
-		return nil, true, fmt.Errorf("xsk: current netns: %w", err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(c.Netns)
-	if err != nil {
-		return nil, true, fmt.Errorf("xsk: netns %s: %w", c.Netns, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return nil, true, fmt.Errorf("xsk: entering netns %s: %w", c.Netns, err)
-	}
-	s, err = open(c)
-	return s, netns.Set(orig) == nil, err
+	return s, err
 }
 
 func open(c Config) (*Socket, error) {

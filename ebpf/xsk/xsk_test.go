@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softib/softib/ebpf/xsk"
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/ebpf/xsk"
 )
 
 func TestConfigChecked(t *testing.T) {

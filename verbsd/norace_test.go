@@ -1,0 +1,5 @@
+//go:build !race
+
+package verbsd_test
+
+const raceDetector = false
