@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sort"
 	"strconv"
 	"syscall"
@@ -17,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/internal/mmsg"
 )
 
 // The kernel's own UDP between the same two hosts, the yardstick for the
@@ -282,117 +283,12 @@ func (s *seqSet) add(seq uint64) bool {
 	return true
 }
 
-// mmsghdr is struct mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; }
-// with its padding (to 64 bytes on amd64 and arm64); x/sys/unix has the
-// type, laid out for each architecture, but no sendmmsg or recvmmsg.
-type mmsghdr = unix.Mmsghdr
-
-// errRestartSys is ERESTARTSYS, which recvmmsg sometimes leaks to user
-// space when a signal (Go's preemption) interrupts it: try again.
-const errRestartSys = unix.Errno(512)
-
-// newMmsgs returns n mmsghdrs, each with one buffer of size bytes (its
-// iovec), and with a sockaddr to fill if names.
-func newMmsgs(n, size int, names bool) ([]mmsghdr, [][]byte, []unix.RawSockaddrAny) {
-	hs := make([]mmsghdr, n)
-	iovs := make([]unix.Iovec, n)
-	slab := make([]byte, n*size)
-	bufs := make([][]byte, n)
-	var sas []unix.RawSockaddrAny
-	if names {
-		sas = make([]unix.RawSockaddrAny, n)
-	}
-	for i := range hs {
-		bufs[i] = slab[i*size : (i+1)*size : (i+1)*size]
-		iovs[i].Base = &bufs[i][0]
-		iovs[i].SetLen(size)
-		hs[i].Hdr.Iov = &iovs[i]
-		hs[i].Hdr.SetIovlen(1)
-		if names {
-			hs[i].Hdr.Name = (*byte)(unsafe.Pointer(&sas[i]))
-			hs[i].Hdr.Namelen = unix.SizeofSockaddrAny
-		}
-	}
-	return hs, bufs, sas
-}
-
-// mmsg makes the sendmmsg or recvmmsg system call trap on fd with hs,
-// again if a signal interrupts it.
-func mmsg(trap, fd uintptr, hs []mmsghdr) (int, unix.Errno) {
-	for {
-		n, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&hs[0])), uintptr(len(hs)), 0, 0, 0)
-		runtime.KeepAlive(hs)
-		if e == unix.EINTR || e == errRestartSys {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(n), 0
-	}
-}
-
-// sendmmsg sends hs on rc's socket (connected: no addresses) with one
-// sendmmsg call if it can, and returns how many of them went, at least
-// one: fewer if the socket's buffer filled up (send the rest again).
-// When the socket's buffer is full it waits till there is room; when the
-// device's queue is (ENOBUFS) it backs off a little and tries again.
-func sendmmsg(rc syscall.RawConn, hs []mmsghdr) (int, error) {
-	for try := 0; ; try++ {
-		var n int
-		var errno unix.Errno
-		if err := rc.Write(func(fd uintptr) bool {
-			n, errno = mmsg(unix.SYS_SENDMMSG, fd, hs)
-			return errno != unix.EAGAIN
-		}); err != nil {
-			return 0, err
-		}
-		switch {
-		case errno == unix.ENOBUFS || errno == 0 && n == 0:
-			backoff(try)
-		case errno != 0:
-			return 0, os.NewSyscallError("sendmmsg", errno)
-		default:
-			return n, nil
-		}
-	}
-}
-
-// recvmmsg receives into hs on rc's socket with one recvmmsg call: on a
-// non-blocking socket (a net.UDPConn's) what there is, up to len(hs),
-// waiting for one (till the read deadline) if there is none; on a
-// blocking one, len(hs) of them.
-func recvmmsg(rc syscall.RawConn, hs []mmsghdr) (int, error) {
-	var n int
-	var errno unix.Errno
-	if err := rc.Read(func(fd uintptr) bool {
-		n, errno = mmsg(unix.SYS_RECVMMSG, fd, hs)
-		return errno != unix.EAGAIN
-	}); err != nil {
-		return 0, err
-	}
-	if errno != 0 {
-		return 0, os.NewSyscallError("recvmmsg", errno)
-	}
-	return n, nil
-}
-
-// backoff waits a little before the try'th retry of a send the device
-// had no room for: a yield first, then some microseconds.
-func backoff(try int) {
-	if try < 8 {
-		runtime.Gosched()
-		return
-	}
-	time.Sleep(time.Duration(min(try, 100)) * time.Microsecond)
-}
-
 // udpSender sends the first k of its datagrams with sendmmsg, batch a
 // call; a batch of 1 is a plain write a datagram.
 type udpSender struct {
 	c    *net.UDPConn
 	rc   syscall.RawConn
-	hs   []mmsghdr
+	hs   []mmsg.Hdr
 	bufs [][]byte
 }
 
@@ -402,7 +298,7 @@ func newUDPSender(c *net.UDPConn, batch, size int) (*udpSender, error) {
 		return nil, err
 	}
 	s := &udpSender{c: c, rc: rc}
-	s.hs, s.bufs, _ = newMmsgs(batch, size, false)
+	s.hs, s.bufs, _ = mmsg.New(batch, size, false)
 	return s, nil
 }
 
@@ -413,11 +309,11 @@ func (s *udpSender) send(k int) error {
 			if !errors.Is(err, unix.ENOBUFS) {
 				return err
 			}
-			backoff(try)
+			mmsg.Backoff(try)
 		}
 	}
 	for off := 0; off < k; {
-		n, err := sendmmsg(s.rc, s.hs[off:k])
+		n, err := mmsg.Send(s.rc, s.hs[off:k])
 		if err != nil {
 			return err
 		}
@@ -431,7 +327,7 @@ func (s *udpSender) send(k int) error {
 type udpReceiver struct {
 	c     *net.UDPConn
 	rc    syscall.RawConn
-	hs    []mmsghdr
+	hs    []mmsg.Hdr
 	bufs  [][]byte
 	names []unix.RawSockaddrAny
 	from1 netip.AddrPort
@@ -443,7 +339,7 @@ func newUDPReceiver(c *net.UDPConn, batch int) (*udpReceiver, error) {
 		return nil, err
 	}
 	r := &udpReceiver{c: c, rc: rc}
-	r.hs, r.bufs, r.names = newMmsgs(batch, 65536, true)
+	r.hs, r.bufs, r.names = mmsg.New(batch, 65536, true)
 	return r, nil
 }
 
@@ -461,7 +357,7 @@ func (r *udpReceiver) recv() (int, error) {
 	for i := range r.hs {
 		r.hs[i].Hdr.Namelen = unix.SizeofSockaddrAny
 	}
-	return recvmmsg(r.rc, r.hs)
+	return mmsg.Recv(r.rc, r.hs)
 }
 
 // msg is the i'th datagram recv received.

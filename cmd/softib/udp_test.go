@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/internal/mmsg"
 )
 
 var (
@@ -118,8 +120,8 @@ func TestUDPBWBatchFlag(t *testing.T) {
 
 // mmsghdr is the kernel's struct mmsghdr.
 func TestUDPMmsghdrLayout(t *testing.T) {
-	if unsafe.Sizeof(uintptr(0)) == 8 && (unsafe.Sizeof(mmsghdr{}) != 64 || unsafe.Offsetof(mmsghdr{}.Len) != 56) {
-		t.Errorf("mmsghdr is %d bytes, msg_len at %d", unsafe.Sizeof(mmsghdr{}), unsafe.Offsetof(mmsghdr{}.Len))
+	if unsafe.Sizeof(uintptr(0)) == 8 && (unsafe.Sizeof(mmsg.Hdr{}) != 64 || unsafe.Offsetof(mmsg.Hdr{}.Len) != 56) {
+		t.Errorf("mmsghdr is %d bytes, msg_len at %d", unsafe.Sizeof(mmsg.Hdr{}), unsafe.Offsetof(mmsg.Hdr{}.Len))
 	}
 }
 
@@ -162,15 +164,15 @@ func TestUDPSendmmsgRecvmmsg(t *testing.T) {
 	for j := range batch {
 		binary.BigEndian.PutUint64(s.bufs[j], uint64(1000+j))
 	}
-	if n, err := sendmmsg(s.rc, s.hs); n != batch || err != nil {
+	if n, err := mmsg.Send(s.rc, s.hs); n != batch || err != nil {
 		t.Fatalf("sendmmsg sent %d of %d: %v", n, batch, err)
 	}
 
-	hs, bufs, names := newMmsgs(batch, 65536, true)
+	hs, bufs, names := mmsg.New(batch, 65536, true)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n, err := recvmmsg(rrc, hs)
+		n, err := mmsg.Recv(rrc, hs)
 		if n != batch || err != nil {
 			t.Errorf("recvmmsg received %d of %d: %v", n, batch, err)
 		}
@@ -202,9 +204,9 @@ func TestUDPRecvmmsgNonblocking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, bufs, _ := newMmsgs(8, 2048, false)
+	hs, bufs, _ := mmsg.New(8, 2048, false)
 	r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	if n, err := recvmmsg(rc, hs); n != 0 || !os.IsTimeout(err) {
+	if n, err := mmsg.Recv(rc, hs); n != 0 || !os.IsTimeout(err) {
 		t.Fatalf("nothing sent: recvmmsg %d, %v", n, err)
 	}
 	c, err := net.DialUDP("udp4", nil, r.LocalAddr().(*net.UDPAddr))
@@ -217,7 +219,7 @@ func TestUDPRecvmmsgNonblocking(t *testing.T) {
 	}
 	r.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for next := 0; next < 20; {
-		n, err := recvmmsg(rc, hs)
+		n, err := mmsg.Recv(rc, hs)
 		if err != nil || n < 1 || n > 8 {
 			t.Fatalf("recvmmsg %d, %v", n, err)
 		}
