@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 	"github.com/softib/softib/internal/netnsrun"
 	"github.com/vishvananda/netlink"
 )
@@ -68,6 +69,11 @@ type Steering struct {
 // Attach loads the program and attaches it to the netdev.
 func Attach(c Config) (*Steering, error) {
 	s := &Steering{netdev: c.Netdev}
+	// Kernels before 5.11 count BPF maps against RLIMIT_MEMLOCK; later
+	// ones (memory cgroup accounting) need nothing and this does nothing.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("xdp: lifting RLIMIT_MEMLOCK for the maps: %w", err)
+	}
 	if err := loadRoceObjects(&s.objs, nil); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {

@@ -17,17 +17,20 @@
 # modules the checks need (veth, from the package) are extracted; an
 # initramfs is packed with scripts/verifier-init as /init, the test
 # binaries of ./ebpf and ./ebpf/xsk (go test -c, static) and the tools
-# they run (ip, ping, sh, with their libraries); qemu boots it, with KVM
-# where /dev/kvm is there, else TCG. The serial log is kept beside the
-# package (<package>.log). The kernel passes if the log has the lines
-# "VERIFIER OK kernel=..." and "ATTACH generic OK"; every step's line
-# is printed.
+# they run (ip, ping, sh, with their libraries); qemu boots it with KVM
+# where /dev/kvm is there and the kernel reaches the init with it within
+# VERIFIER_PROGRESS seconds (30), else with TCG (nested KVM can hang an
+# early boot). The serial log is kept beside the package
+# (<package>.log). The kernel passes if the log has the lines
+# "VERIFIER OK kernel=..." and "ATTACH generic OK"; every step's line is
+# printed, and failures beyond those two are pointed out.
 #
 # Environment: VERIFIER_TIMEOUT (seconds per boot; 300 with KVM, 1200
-# without), VERIFIER_MODULES (modules to load, deps first; "veth"),
-# VERIFIER_TESTS (packages whose tests run inside; "./ebpf ./ebpf/xsk",
-# "" for none), VERIFIER_MIRROR (for the temporary bookworm sources;
-# http://deb.debian.org), GO.
+# without), VERIFIER_ACCEL ("kvm", "tcg" or "kvm tcg": what to try),
+# VERIFIER_MODULES (modules to load; "veth"; their dependencies come
+# along), VERIFIER_TESTS (packages whose tests run inside; "./ebpf
+# ./ebpf/xsk", "" for none), VERIFIER_MIRROR (for the temporary bookworm
+# sources; http://deb.debian.org), GO.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -42,7 +45,8 @@ MIRROR=${VERIFIER_MIRROR:-http://deb.debian.org}
 CACHE=${XDG_CACHE_HOME:-/var/cache}/softib/kernels
 mkdir -p "$CACHE"
 tmp=$(mktemp -d /tmp/softib-verifier.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+qpid= # the running qemu's timeout(1): stopped if the script ends first
+trap '[ -z "$qpid" ] || kill "$qpid" 2>/dev/null; rm -rf "$tmp"' EXIT
 start=$SECONDS
 
 # --- what the script needs -------------------------------------------------
@@ -94,6 +98,7 @@ pick6_1() {
 		awk '{print $1}' | sort -V | tail -n1
 }
 
+# default_kernel sets kernel to the package to boot when none is named.
 default_kernel() {
 	local p
 	p=$(pick6_1)
@@ -103,15 +108,16 @@ default_kernel() {
 		p=$(pick6_1)
 	fi
 	if [ -z "$p" ] || [ -n "${VERIFIER_APT_TMP:-}" ]; then
-		echo "verifier-kernels: the configured sources offer: $(apt-cache search --names-only '^linux-image-[0-9].*-amd64$' 2>/dev/null | awk '{print $1}' | sort -V | tr '\n' ' ')" >&2
-		bookworm_apt
+		echo "verifier-kernels: the newest kernels in the configured sources: $(apt-cache search --names-only '^linux-image-[0-9].*-amd64$' 2>/dev/null |
+			awk '{print $1}' | grep -Ev -- '-(cloud|rt)-amd64$' | sort -V | tail -n 4 | tr '\n' ' ')" >&2
+		bookworm_apt || exit 1
 		p=$(pick6_1)
 	fi
 	if [ -z "$p" ]; then
 		echo "verifier-kernels: no linux-image-6.1.0-*-amd64 reachable, even from $MIRROR's bookworm" >&2
-		return 1
+		exit 1
 	fi
-	echo "$p"
+	kernel=$p
 }
 
 # fetch PACKAGE prints the path of its .deb in the cache, downloading it
@@ -120,11 +126,16 @@ fetch() {
 	local pkg=$1 deb
 	deb=$(ls "$CACHE/${pkg}"_*.deb 2>/dev/null | sort -V | tail -n1 || true)
 	if [ -z "$deb" ]; then
-		(cd "$CACHE" && apt-get "${apt_opts[@]}" -o APT::Sandbox::User=root download -q "$pkg" >&2)
-		deb=$(ls "$CACHE/${pkg}"_*.deb | sort -V | tail -n1)
+		(cd "$CACHE" && apt-get "${apt_opts[@]}" -o APT::Sandbox::User=root download -q "$pkg" >&2) || return 1
+		deb=$(ls "$CACHE/${pkg}"_*.deb | sort -V | tail -n1) || return 1
 	fi
 	echo "$deb"
 }
+
+if [ $# -eq 0 ]; then
+	default_kernel
+	set -- "$kernel"
+fi
 
 # --- the initramfs's common part: init, tests, tools -------------------------
 root=$tmp/root
@@ -181,24 +192,57 @@ modules() {
 }
 
 # --- each kernel -------------------------------------------------------------
-if [ $# -eq 0 ]; then
-	set -- "$(default_kernel)"
-fi
-if [ -w /dev/kvm ]; then
-	accel=(-enable-kvm -cpu host -smp 2)
-	timeout=${VERIFIER_TIMEOUT:-300}
-else
-	accel=(-accel tcg -smp 2)
-	timeout=${VERIFIER_TIMEOUT:-1200}
-	echo "verifier-kernels: no /dev/kvm: emulating (TCG), slowly"
-fi
+# KVM where /dev/kvm is there, unless it makes no progress (nested
+# virtualisation can hang an early boot): then TCG, slower but sure.
+accels=(${VERIFIER_ACCEL:-$([ -w /dev/kvm ] && echo kvm) tcg})
+PROGRESS=${VERIFIER_PROGRESS:-30} # seconds for KVM to reach the init
+
+# boot ACCEL LOG boots the kernel and initramfs in $tmp, the serial
+# console in LOG, and returns qemu's status (124: timed out; 125: KVM
+# made no progress and was stopped).
+boot() {
+	local accel=$1 log=$2 limit pid waited=0 rc=0 opts
+	case $accel in
+	kvm) opts=(-enable-kvm -smp 2) limit=${VERIFIER_TIMEOUT:-300} ;;
+	*) opts=(-accel tcg -smp 2) limit=${VERIFIER_TIMEOUT:-1200} ;;
+	esac
+	echo "verifier-kernels: booting $rel with $accel (at most ${limit}s; serial log: $log)"
+	: >"$log"
+	timeout -k 10 "$limit" qemu-system-x86_64 "${opts[@]}" -m 1024 -no-reboot \
+		-kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.gz" \
+		-append "console=ttyS0 panic=-1 quiet" \
+		-display none -monitor none -nic none -serial "file:$log" </dev/null &
+	pid=$! qpid=$!
+	if [ "$accel" = kvm ] && [ ${#accels[@]} -gt 1 ]; then
+		while kill -0 "$pid" 2>/dev/null && ! grep -q '^KERNEL ' "$log" && [ $waited -lt "$PROGRESS" ]; do
+			sleep 1
+			waited=$((waited + 1))
+		done
+		if ! grep -q '^KERNEL ' "$log" && kill -0 "$pid" 2>/dev/null; then
+			kill "$pid"
+			wait "$pid" || true
+			qpid=
+			echo "verifier-kernels: KVM did not reach the init in ${PROGRESS}s (nested virtualisation?): stopped it"
+			return 125
+		fi
+	fi
+	wait "$pid" || rc=$?
+	qpid=
+	sed -i 's/\r$//' "$log"
+	[ $rc -ne 124 ] || echo "verifier-kernels: $rel: the VM did not stop within ${limit}s"
+	return $rc
+}
 
 failed=0
 for k in "$@"; do
 	t0=$SECONDS
 	case $k in
 	*.deb) deb=$(readlink -f "$k") ;;
-	*) deb=$(fetch "$k") ;;
+	*) deb=$(fetch "$k") || {
+		echo "verifier-kernels: $k: cannot download it"
+		failed=1
+		continue
+	} ;;
 	esac
 	pkg=$(dpkg-deb -f "$deb" Package)
 	echo "verifier-kernels: $pkg $(dpkg-deb -f "$deb" Version) ($deb)"
@@ -214,15 +258,12 @@ for k in "$@"; do
 	(cd "$root" && find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet) | gzip -1 >"$tmp/initrd.gz"
 
 	log=$CACHE/$pkg.log
-	echo "verifier-kernels: booting $rel (${accel[0]}, at most ${timeout}s; serial log: $log)"
-	rc=0
-	timeout -k 10 "$timeout" qemu-system-x86_64 "${accel[@]}" -m 1024 -no-reboot \
-		-kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.gz" \
-		-append "console=ttyS0 panic=-1 quiet" \
-		-display none -monitor none -nic none -serial "file:$log" </dev/null || rc=$?
-	sed -i 's/\r$//' "$log"
-	[ $rc -eq 124 ] && echo "verifier-kernels: $rel: the VM did not stop within ${timeout}s"
-	grep -E '^(KERNEL|MOUNT|MODULE|VERIFIER|ATTACH|OWN|XSK|SETSOCKET|STEER|COUNTERS|CLOSE|VETH|GOTEST|INIT|--- FAIL)' "$log" | sed 's/^/    /' || true
+	for a in "${accels[@]}"; do
+		rc=0
+		boot "$a" "$log" || rc=$?
+		[ $rc -eq 125 ] || break
+	done
+	grep -E '^(KERNEL|MOUNT|MODULE|LOAD|VERIFIER|ATTACH|OWN|XSK|SETSOCKET|STEER|COUNTERS|CLOSE|VETH|GOTEST|INIT|--- FAIL)' "$log" | sed 's/^/    /' || true
 	if grep -q '^VERIFIER OK kernel=' "$log" && grep -q '^ATTACH generic OK' "$log"; then
 		echo "verifier-kernels: $rel: PASS ($((SECONDS - t0))s)"
 	else

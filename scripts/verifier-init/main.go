@@ -116,9 +116,13 @@ func run() {
 
 	s, err := ebpf.Attach(ebpf.Config{Netdev: "lo", Mode: ebpf.ModeGeneric})
 	if err != nil {
-		if strings.Contains(err.Error(), "verifier") || strings.Contains(err.Error(), "loading the steering program") {
+		switch e := err.Error(); {
+		case strings.Contains(e, "verifier refused"):
 			say("VERIFIER FAIL kernel=%s\n%v", release, err)
-		} else {
+		case strings.Contains(e, "loading the steering program"):
+			// Refused before the verifier had its say (a map, BTF, ...).
+			say("LOAD FAIL kernel=%s\n%v", release, err)
+		default:
 			say("VERIFIER OK kernel=%s", release)
 			say("ATTACH generic FAIL %v", err)
 		}

@@ -44,6 +44,7 @@ type TAP struct {
 	cons   atomic.Uint32
 	closed atomic.Bool
 	done   chan struct{}
+	spare  []byte // where the reader drops a frame the owner has no room for
 	// Dropped counts frames lost because the owner fell a ring behind.
 	Dropped atomic.Uint64
 }
@@ -64,7 +65,7 @@ func Open(c Config) (*TAP, error) {
 		return nil, fmt.Errorf("tap %s: %w", c.Name, err)
 	}
 	t := &TAP{ifc: ifc, mtu: c.MTU, wake: c.Wake, tx: make([]byte, c.MTU+14+4),
-		frames: make([][]byte, ringFrames), lens: make([]int, ringFrames), done: make(chan struct{})}
+		frames: make([][]byte, ringFrames), lens: make([]int, ringFrames), done: make(chan struct{}), spare: make([]byte, 65536)}
 	for i := range t.frames {
 		t.frames[i] = make([]byte, c.MTU+14+4)
 	}
@@ -121,9 +122,8 @@ func (t *TAP) read() {
 	for {
 		p := t.prod.Load()
 		if p-t.cons.Load() >= ringFrames {
-			// The owner is a ring behind: read into a spare and drop.
-			var spare [65536]byte
-			if _, err := t.ifc.Read(spare[:]); err != nil {
+			// The owner is a ring behind: read into the spare and drop.
+			if _, err := t.ifc.Read(t.spare); err != nil {
 				return
 			}
 			t.Dropped.Add(1)
