@@ -127,7 +127,13 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 		qp.ready = false
 		n := d.nextResponse(qp, buf)
 		if n == 0 {
+			if qp.rate.kbps != 0 && !d.paced(now, qp) {
+				continue // over its rate limit: off the ring until its bucket allows
+			}
 			n = d.nextRequest(now, qp, buf)
+			if n != 0 && qp.rate.kbps != 0 {
+				qp.rate.take(n + len(d.txSeg))
+			}
 		}
 		if n == 0 {
 			continue
@@ -142,12 +148,13 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 }
 
 // Deadline is the earliest time at which Advance has work: a
-// retransmission timeout or the end of an RNR wait. Zero: none. Only the
-// QPs with a timer armed are looked at, so idle QPs cost nothing.
+// retransmission timeout, the end of an RNR wait, or the time a rate
+// limited QP's bucket lets its next request go. Zero: none. Only the QPs
+// with a timer armed are looked at, so idle QPs cost nothing.
 func (d *Device) Deadline() Time {
 	var t Time
 	for _, qp := range d.timed {
-		for _, x := range [2]Time{qp.req.timer, qp.req.rnrWait} {
+		for _, x := range [3]Time{qp.req.timer, qp.req.rnrWait, qp.req.rateWait} {
 			if x != 0 && (t == 0 || x < t) {
 				t = x
 			}
@@ -165,12 +172,16 @@ func (d *Device) Advance(now Time) {
 		if qp.req.rnrWait != 0 && qp.req.rnrWait <= now {
 			d.schedule(qp)
 		}
+		if qp.req.rateWait != 0 && qp.req.rateWait <= now {
+			qp.req.rateWait = 0
+			d.schedule(qp)
+		}
 	}
 	// Forget the QPs whose timers are all off (in order: timers fire in
 	// the order they were first armed, which keeps runs repeatable).
 	k := 0
 	for _, qp := range d.timed {
-		if qp.req.timer != 0 || qp.req.rnrWait != 0 {
+		if qp.req.timer != 0 || qp.req.rnrWait != 0 || qp.req.rateWait != 0 {
 			d.timed[k] = qp
 			k++
 		} else {
@@ -212,7 +223,7 @@ func setPath(h *wire.Headers, pt *Port, av *AV, flow uint32) {
 	if pt.LinkLayer == LinkLayerInfiniBand {
 		h.Encap = wire.EncapIB
 		h.DLID, h.SLID = av.DLID, pt.LID|uint16(av.SrcPathBits)
-		h.SL, h.VL = av.SL, 0
+		h.SL, h.VL = av.SL, pt.SL2VL[av.SL&15]
 		h.GRH = av.IsGlobal
 	} else {
 		h.SrcMAC, h.DstMAC = pt.MAC, av.DMAC

@@ -50,6 +50,9 @@ type PortConfig struct {
 	// loopback and in-memory pipes of verbsd): they go without ICRC
 	// (wire.Headers.Unsealed). Ethernet ports only.
 	InProcess bool
+	// SL2VL is the port's SL-to-VL mapping table (IBA 1.4 §7.6.6): the VL
+	// of the LRH of a packet sent with an address vector's SL. IB only.
+	SL2VL [16]uint8
 }
 
 // Port is a vHCA port: its state, addresses and tables, and its counters.
@@ -68,6 +71,7 @@ type Port struct {
 	PKeys     []uint16
 	Counters  PortCounters
 	InProcess bool
+	SL2VL     [16]uint8
 }
 
 func newPort(d *Device, num uint8, c PortConfig) (*Port, error) {
@@ -89,11 +93,31 @@ func newPort(d *Device, num uint8, c PortConfig) (*Port, error) {
 		LID: c.LID, LMC: c.LMC, SMLID: c.SMLID, MAC: c.MAC, InProcess: c.InProcess && c.LinkLayer == LinkLayerEthernet,
 		GIDs:  append([]GIDEntry(nil), c.GIDs...),
 		PKeys: append([]uint16(nil), c.PKeys...),
+		SL2VL: c.SL2VL,
 	}
 	if len(p.PKeys) == 0 {
 		p.PKeys = []uint16{wire.DefaultPKey}
 	}
 	return p, nil
+}
+
+// SetPortState moves a port to state as its link says (the link came up
+// or went down, an SM moved it), with the asynchronous event an HCA
+// raises then: PORT_ACTIVE when it becomes Active, PORT_ERR when it
+// leaves Active.
+func (d *Device) SetPortState(n uint8, state PortState) {
+	p := d.Port(n)
+	if p == nil || p.State == state {
+		return
+	}
+	was := p.State
+	p.State = state
+	switch {
+	case state == PortActive:
+		d.raise(Event{Type: EventPortActive, Port: n})
+	case was == PortActive:
+		d.raise(Event{Type: EventPortErr, Port: n})
+	}
 }
 
 // PortCounters count what a port sent, received and dropped, and why.

@@ -23,6 +23,13 @@ import (
 // INI/TGT (RC-like), RAW_PACKET (Reset->Init needs only the port; RTR->RTS
 // and RTS->RTS accept IB_QP_RATE_LIMIT) and the special QPs SMI/GSI
 // (UD-like); softib does not create those through this path.
+//
+// One departure: RTR->RTS and RTS->RTS accept QPAttrRateLimit
+// (IB_QP_RATE_LIMIT, ratelimit.go) for RC, UC and UD, where the table
+// read above has it for RAW_PACKET only. (Later kernels list it for RC
+// too, in Init->RTR as well, for bnxt_re; a 2026 rdma-next series on
+// packet pacing proposes to take it out of the table and leave it to the
+// drivers.)
 
 // qpTypeMasks is an attribute mask per transport service.
 type qpTypeMasks struct{ RC, UC, UD QPAttrMask }
@@ -136,9 +143,9 @@ var qpModifyRules = [numQPStates][numQPStates]qpModifyRule{
 				UD: QPAttrSQPSN,
 			},
 			optional: qpTypeMasks{
-				RC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrMinRNRTimer,
-				UC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs,
-				UD: QPAttrCurState | QPAttrQKey,
+				RC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrMinRNRTimer | QPAttrRateLimit,
+				UC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrRateLimit,
+				UD: QPAttrCurState | QPAttrQKey | QPAttrRateLimit,
 			},
 		},
 	},
@@ -149,9 +156,9 @@ var qpModifyRules = [numQPStates][numQPStates]qpModifyRule{
 		QPStateRTS: {
 			allowed: qpTypesAll,
 			optional: qpTypeMasks{
-				RC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrMinRNRTimer,
-				UC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs,
-				UD: QPAttrCurState | QPAttrQKey,
+				RC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrMinRNRTimer | QPAttrRateLimit,
+				UC: QPAttrCurState | QPAttrAccessFlags | qpPathMigAttrs | QPAttrRateLimit,
+				UD: QPAttrCurState | QPAttrQKey | QPAttrRateLimit,
 			},
 		},
 		// RTS->SQD: drain the send queue, optionally asking for the

@@ -58,6 +58,7 @@ type QP struct {
 	req  requester
 	resp responder
 	hdr  wire.Headers // the packet fields that come from the QP and its path
+	rate rateBucket   // injection rate limit (ratelimit.go)
 
 	ready bool // on the device's list of QPs with something to send
 	timed bool // on the device's list of QPs with a timer armed
@@ -247,6 +248,7 @@ func (d *Device) ModifyQP(qp *QP, attr *QPAttr, mask QPAttrMask) error {
 	}
 	if mask&QPAttrRateLimit != 0 {
 		a.RateLimit = attr.RateLimit
+		d.setRateLimit(qp, attr.RateLimit)
 	}
 	if qp.mtu == 0 && qp.port != nil {
 		qp.mtu = qp.port.ActiveMTU.Bytes() // UD: the port's MTU
@@ -357,7 +359,7 @@ func (d *Device) flush(qp *QP) {
 		d.completeSend(qp, w, WCWRFlushErr)
 	}
 	qp.sqNext = qp.sqHead
-	qp.req.timer, qp.req.rnrWait = 0, 0
+	qp.req.timer, qp.req.rnrWait, qp.req.rateWait = 0, 0, 0
 	if qp.resp.haveWQE {
 		// The WQE the responder took for a message in progress, or kept
 		// from a UC message it abandoned, is returned too.

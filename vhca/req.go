@@ -27,6 +27,7 @@ type requester struct {
 	retries  uint8  // timeouts and sequence NAKs left before RETRY_EXC_ERR
 	rnrLeft  uint8  // RNR NAKs left before RNR_RETRY_EXC_ERR
 	rnrWait  Time   // after an RNR NAK: nothing is sent before this; 0: none
+	rateWait Time   // rate limited: the QP is off the ring until this (ratelimit.go); 0: none
 	sqdEvent bool   // SQD: the drained event is still to raise
 	retrying bool   // an implied NAK rewound to retryPSN, not yet passed
 	retryPSN uint32
@@ -130,8 +131,9 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 			h.SE = w.wr.Flags&SendSolicited != 0
 			h.AckReq = qp.Type == QPTypeRC
 		}
-		// A segment counts as the packets it stands for.
-		if qp.Type == QPTypeRC && r.noAck+int(packetsFor(payload, mtu)) >= maxPacketsPerAck {
+		// A segment counts as the packets it stands for. A rate limited
+		// QP also asks before it pauses (ratelimit.go).
+		if qp.Type == QPTypeRC && (r.noAck+int(packetsFor(payload, mtu)) >= maxPacketsPerAck || qp.rate.short(payload)) {
 			h.AckReq = true
 		}
 		if qp.Type == QPTypeUD {

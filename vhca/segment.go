@@ -64,6 +64,9 @@ func (d *Device) segmentSource(qp *QP, w *sendWQE, off, mtu uint32) []byte {
 	if qp.Type == QPTypeRC {
 		most = min(most, uint32(maxUnackedPSNs-psnDiff(r.psn, r.unacked))*mtu)
 	}
+	if qp.rate.kbps != 0 {
+		most = min(most, qp.rate.segmentBytes()) // no more than the bucket holds
+	}
 	rest := w.length - off
 	n := uint64(min(rest, most))
 	var src []byte

@@ -234,6 +234,13 @@ func checkVCRC(pkt []byte) (uint8, bool) {
 // owner held.
 func (k *Cable) Release(vl uint8, bytes int) { k.ep.Release(vl, bytes) }
 
+// ReleaseBlocks gives back blocks of vl's buffer (a switch's input
+// buffer counts in blocks).
+func (k *Cable) ReleaseBlocks(vl uint8, blocks int) { k.ep.ReleaseBlocks(vl, blocks) }
+
+// FitsBlocks reports whether a packet of blocks may go on vl now.
+func (k *Cable) FitsBlocks(vl uint8, blocks int) bool { return k.ep.Fits(vl, blocks) }
+
 // TxBuf is a buffer to build the next packet in (LRH first, VCRC
 // last), or nil while packets enough wait to go: the cable's back
 // pressure.

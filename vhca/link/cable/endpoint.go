@@ -243,6 +243,13 @@ func (e *Endpoint) Release(vl uint8, bytes int) {
 	e.rx[vl].used = max(e.rx[vl].used-wire.Blocks(bytes), 0)
 }
 
+// ReleaseBlocks gives back blocks of vl's buffer.
+func (e *Endpoint) ReleaseBlocks(vl uint8, blocks int) {
+	if vl < 15 {
+		e.rx[vl].used = max(e.rx[vl].used-blocks, 0)
+	}
+}
+
 // Held is how many blocks of vl's buffer the owner holds.
 func (e *Endpoint) Held(vl uint8) int { return e.rx[vl].used }
 
