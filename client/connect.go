@@ -64,7 +64,9 @@ func (qp *QP) Connect(p Path) error {
 		a.PathMTU = p.MTU
 		a.DestQPN = p.Remote.QPN
 		a.RQPSN = p.Remote.PSN
-		a.AV = AV{DLID: p.Remote.LID, SL: p.SL, Port: uint8(p.Port), IsGlobal: true,
+		// With the remote's GID the path is global (a GRH: RoCE always,
+		// IB across routers); without it, IB routes by LID alone.
+		a.AV = AV{DLID: p.Remote.LID, SL: p.SL, Port: uint8(p.Port), IsGlobal: p.Remote.GID != (wire.GID{}),
 			GRH: vhca.GlobalRoute{DGID: p.Remote.GID, SGIDIndex: uint8(p.GIDIndex), HopLimit: 64}}
 		mask |= vhca.QPAttrAV | vhca.QPAttrPathMTU | vhca.QPAttrDestQPN | vhca.QPAttrRQPSN
 		if qp.Type == vhca.QPTypeRC {

@@ -30,17 +30,18 @@ type engine struct {
 	now   vhca.Time
 	quit  bool
 
-	frame  []byte
-	wqe    []byte
-	wr     [1]vhca.SendWR
-	sgl    []vhca.SGE
-	rwr    [1]vhca.RecvWR
-	rsgl   []vhca.SGE
-	wcs    [64]vhca.WC
-	events [64]vhca.Event
-	rx     func(frame, segment []byte)
-	rxTAP  func(frame, segment []byte)
-	rxHCA  *hca
+	frame   []byte
+	wqe     []byte
+	wr      [1]vhca.SendWR
+	sgl     []vhca.SGE
+	rwr     [1]vhca.RecvWR
+	rsgl    []vhca.SGE
+	wcs     [64]vhca.WC
+	events  [64]vhca.Event
+	rx      func(frame, segment []byte)
+	rxTAP   func(frame, segment []byte)
+	rxCable func(pkt []byte) bool
+	rxHCA   *hca
 
 	cqOf  map[*vhca.CQ]*cqRing
 	qpOf  map[*vhca.QP]*qpRings
@@ -71,6 +72,10 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 		stopped: make(chan struct{}),
 	}
 	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
+	e.rxCable = func(pkt []byte) bool {
+		e.rxHCA.dev.Receive(e.now, 1, pkt)
+		return true // consumed: the cable's buffer is free again
+	}
 	e.rxTAP = func(f, _ []byte) {
 		h := e.rxHCA
 		if len(f) < 14 || h.onARP(f) || h.onND(f) {
@@ -202,6 +207,10 @@ func (e *engine) step() bool {
 				work += s.Recv(256, e.rxTAP)
 			}
 		}
+		if h.cable != nil {
+			work += h.cable.Recv(256, e.rxCable)
+			h.syncPortState()
+		}
 	}
 	// Segments in a pipe point into their sender's registered memory:
 	// deliver them all before the next round's verbs could deregister it.
@@ -239,11 +248,26 @@ func (e *engine) transmit(h *hca) int {
 				break
 			}
 		}
+		if h.cable != nil {
+			// Built in place in the cable's queue; a full queue (the
+			// credits hold it back) is the link's back pressure.
+			if buf = h.cable.TxBuf(); buf == nil {
+				break
+			}
+		}
 		n, seg, port := h.dev.TransmitSegment(e.now, buf)
 		if n == 0 {
 			break
 		}
 		sent++
+		if h.cable != nil {
+			if ownLID(h.dev.Ports[0], wire.LRH(buf).DLID()) {
+				h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
+			} else {
+				h.cable.Send(n)
+			}
+			continue
+		}
 		var dst wire.MAC
 		copy(dst[:], buf[:6])
 		switch {
@@ -262,6 +286,9 @@ func (e *engine) transmit(h *hca) int {
 	}
 	if sent > 0 && fast {
 		h.fast.tx().Flush()
+	}
+	if h.cable != nil {
+		h.cable.Flush() // credits, link packets and timers too
 	}
 	return sent
 }
@@ -291,6 +318,12 @@ func (e *engine) sleep() {
 			if dl := h.dev.Deadline(); dl != 0 && (deadline == 0 || dl < deadline) {
 				deadline = dl
 			}
+			if h.cable != nil {
+				// The cable's link packets and liveness check.
+				if dl := vhca.Time(h.cable.Deadline().Sub(e.start)); deadline == 0 || dl < deadline {
+					deadline = max(dl, 1)
+				}
+			}
 		}
 		// ppoll on the eventfd itself, not Go's netpoller: the kernel
 		// wakes this (locked) thread directly, which is several times
@@ -310,6 +343,9 @@ func (e *engine) sleep() {
 				for _, s := range h.fast.socks {
 					fds = append(fds, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
 				}
+			}
+			if h.cable != nil {
+				fds = append(fds, unix.PollFd{Fd: int32(h.cable.FD()), Events: unix.POLLIN})
 			}
 		}
 		e.pollFDs = fds

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softib/softib/ebpf"
 	"github.com/softib/softib/vhca"
+	"github.com/softib/softib/vhca/link/cable"
 	"github.com/softib/softib/vhca/link/netdev"
 	"github.com/softib/softib/vhca/link/pipe"
 	"github.com/softib/softib/vhca/link/tap"
@@ -48,6 +49,9 @@ type DeviceConfig struct {
 	Attach string
 	// XDPMode is how the steering program attaches for Uplink or Attach.
 	XDPMode ebpf.Mode
+	// Cable makes the port a native InfiniBand port on a cable to a
+	// vswitch or another vHCA (not with Pipe, TAP or Attach).
+	Cable *CableConfig
 	// Seed makes keys and PSNs repeatable (tests); zero: random.
 	Seed uint64
 }
@@ -63,6 +67,7 @@ type hca struct {
 	tap    *tap.TAP       // nil: no netdev
 	fast   *fastPath      // nil: no AF_XDP path
 	nd     *netdev.Netdev // attach mode: the netdev shared
+	cable  *cable.Cable   // native IB port
 	ipv4   [][4]byte      // the port's IPv4 addresses
 	neigh  neighbours     // ARP and ND
 	rocev1 bool
@@ -129,10 +134,21 @@ func newHCA(c DeviceConfig) (*hca, error) {
 			gids = append(gids, vhca.GIDEntry{GID: e.GID, Type: vhca.GIDTypeRoCEv1})
 		}
 	}
+	port := vhca.PortConfig{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, ActiveMTU: activeMTU(c),
+		MAC: mac, GIDs: gids, InProcess: !c.TAP && c.Attach == ""}
+	if c.Cable != nil {
+		if c.TAP || c.Pipe != "" || c.Attach != "" || c.Uplink != "" || len(c.Addrs) > 0 || c.RoCEv1 {
+			return nil, fmt.Errorf("device %q: a cable makes an InfiniBand port: not with tap, pipe=, attach=, xdp=, addr= or rocev1", c.Name)
+		}
+		var err error
+		if port, err = ibPort(c.Cable, guid); err != nil {
+			return nil, fmt.Errorf("device %q: %w", c.Name, err)
+		}
+		mac, ipv4 = wire.MAC{}, nil
+	}
 	dev, err := vhca.NewDevice(vhca.Config{
 		Name: c.Name, NodeGUID: guid, Seed: c.Seed,
-		Ports: []vhca.PortConfig{{LinkLayer: vhca.LinkLayerEthernet, MaxMTU: vhca.MTU4096, ActiveMTU: activeMTU(c),
-			MAC: mac, GIDs: gids, InProcess: !c.TAP && c.Attach == ""}},
+		Ports: []vhca.PortConfig{port},
 	})
 	if err != nil {
 		return nil, err
@@ -164,6 +180,9 @@ func activeMTU(c DeviceConfig) vhca.MTU {
 // device itself (loopback) or the one at the other end of its pipe. A
 // link-local GID carries its MAC in its interface identifier.
 func (h *hca) resolveMAC(dgid wire.GID) (wire.MAC, error) {
+	if h.cable != nil {
+		return wire.MAC{}, nil // InfiniBand: LIDs, no MACs
+	}
 	for _, x := range []*hca{h, h.peer} {
 		if x == nil {
 			continue

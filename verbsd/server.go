@@ -143,6 +143,22 @@ func New(cfg Config) (*Server, error) {
 		hcas[i].tap = t
 	}
 	for i, dc := range cfg.Devices {
+		if dc.Cable == nil {
+			continue
+		}
+		if hcas[i].pipe != nil {
+			closeLinks(hcas)
+			return nil, fmt.Errorf("device %q: a port has one link (pipe or cable)", dc.Name)
+		}
+		k, err := openCable(dc.Name, dc.Cable)
+		if err != nil {
+			closeLinks(hcas)
+			return nil, err
+		}
+		hcas[i].cable = k
+		hcas[i].syncPortState()
+	}
+	for i, dc := range cfg.Devices {
 		on := dc.Uplink
 		if dc.Attach != "" {
 			on = dc.Attach
@@ -224,6 +240,10 @@ func closeLinks(hcas []*hca) {
 		if h.nd != nil {
 			h.nd.Close()
 			h.nd = nil
+		}
+		if h.cable != nil {
+			h.cable.Close()
+			h.cable = nil
 		}
 	}
 }

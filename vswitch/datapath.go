@@ -180,7 +180,10 @@ func (s *Switch) routeGlobal(in int, pkt []byte) (int, route) {
 	if prefix>>56 == 0xFF {
 		return toDrop, route{} // multicast DGID
 	}
-	r, ok := s.routes[prefix]
+	r, ok := s.hosts[[16]byte(pkt[wire.LRHLen+24 : wire.LRHLen+40])]
+	if !ok {
+		r, ok = s.routes[prefix]
+	}
 	if !ok || r.port == in {
 		return toDrop, route{}
 	}

@@ -99,3 +99,25 @@ func TestRouter(t *testing.T) {
 		t.Error("dropped blocks not freed")
 	}
 }
+
+// Host routes: a subnet of several ports, each reached with its own LID,
+// and the host route taken before its subnet's prefix route.
+func TestRouterHostRoutes(t *testing.T) {
+	const subnetB = 0xFE80_0000_0000_00BB
+	s := newSwitch(t, Config{Ports: 2, VLs: 1, BufferBlocks: 64, Router: true})
+	must(t, s.SetRouterLID(1, 0x10))
+	must(t, s.SetRouterLID(2, 0x20))
+	must(t, s.SetRoute(subnetB, 2, 0x99))
+	must(t, s.SetHostRoute(gid(subnetB, 5), 2, 0x55))
+	must(t, s.SetHostRoute(gid(subnetB, 6), 2, 0x66))
+	for guid, want := range map[uint64]uint16{5: 0x55, 6: 0x66, 7: 0x99} {
+		input(t, s, 0, 1, build(t, pkt{DLID: 0x10, SLID: 7, GRH: true, SGID: gid(0xFE80, 1), DGID: gid(subnetB, guid), HopLimit: 9}))
+		got := drain(s, 0, 2)
+		if len(got) != 1 || parse(t, got[0]).LRH().DLID() != want {
+			t.Errorf("GUID %d: %d packets, want DLID %#x", guid, len(got), want)
+		}
+	}
+	if err := s.SetHostRoute(gid(subnetB, 8), 3, 1); err == nil {
+		t.Error("a host route out of a port the router does not have")
+	}
+}

@@ -114,6 +114,7 @@ type Switch struct {
 	sl2vl  [][16]uint8
 
 	routes    map[uint64]route
+	hosts     map[[16]byte]route // host routes, looked up before the prefixes
 	routerLID []uint16
 
 	freedList []int32 // queues with blocks freed since the last Freed
@@ -151,6 +152,7 @@ func New(c Config) (*Switch, error) {
 		mftIdx:    make([]uint16, numMLIDs),
 		sl2vl:     make([][16]uint8, np*np),
 		routes:    make(map[uint64]route),
+		hosts:     make(map[[16]byte]route),
 		routerLID: make([]uint16, np),
 	}
 	for i := range s.lft {
@@ -330,6 +332,18 @@ func (s *Switch) SetRoute(prefix uint64, port int, nextHopLID uint16) error {
 		return fmt.Errorf("%w: %d", ErrPort, port)
 	}
 	s.routes[prefix] = route{port, nextHopLID}
+	return nil
+}
+
+// SetHostRoute makes the router send global packets to the port whose
+// GID is gid out of port with DLID lid: the destination's LID on its
+// subnet, as the router learns it there (a prefix route names one
+// next hop for a whole subnet; a subnet of several ports needs these).
+func (s *Switch) SetHostRoute(gid [16]byte, port int, lid uint16) error {
+	if port < 1 || port >= s.np {
+		return fmt.Errorf("%w: %d", ErrPort, port)
+	}
+	s.hosts[gid] = route{port, lid}
 	return nil
 }
 

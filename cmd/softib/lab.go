@@ -51,6 +51,7 @@ type labNode struct {
 type lab struct {
 	name  string
 	nodes []labNode
+	ib    *ibLab // an InfiniBand lab: switches, vHCAs, cables (labib.go)
 }
 
 func parseLab(path string) (*lab, error) {
@@ -119,12 +120,28 @@ func parseLab(path string) (*lab, error) {
 				return nil, bad("node %s needs addr= and host=", n.name)
 			}
 			l.nodes = append(l.nodes, n)
+		case "switch", "router", "hca", "cable", "sl2vl", "vlarb", "capture":
+			if l.ib == nil {
+				l.ib = &ibLab{}
+			}
+			if err := l.ib.parse(fields); err != nil {
+				return nil, bad("%v", err)
+			}
 		default:
-			return nil, bad("unknown line %q (lab, node)", fields[0])
+			return nil, bad("unknown line %q (lab, node; switch, router, hca, cable, sl2vl, vlarb, capture)", fields[0])
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	if l.ib != nil {
+		if len(l.nodes) > 0 {
+			return nil, fmt.Errorf("%s: node lines (Ethernet) and switch/hca/cable lines (InfiniBand) do not mix", path)
+		}
+		if l.name == "" {
+			return nil, fmt.Errorf("%s: a lab line", path)
+		}
+		return l, l.ib.resolve()
 	}
 	if l.name == "" || len(l.nodes) == 0 {
 		return nil, fmt.Errorf("%s: a lab line and at least one node", path)
@@ -150,17 +167,23 @@ func (l *lab) socket() string        { return "/run/softib/" + l.name + ".sock" 
 func (l *lab) pidFile() string       { return "/run/softib/" + l.name + ".pid" }
 
 func labCmd(opts *client.Options, args []string) error {
-	if len(args) != 2 || (args[0] != "up" && args[0] != "down") {
-		return errors.New("lab up FILE | lab down FILE")
+	usage := errors.New("lab up FILE | lab down FILE | lab counters FILE SWITCH [PORT]")
+	if len(args) < 2 {
+		return usage
 	}
 	l, err := parseLab(args[1])
 	if err != nil {
 		return err
 	}
-	if args[0] == "down" {
+	switch {
+	case args[0] == "down" && len(args) == 2:
 		return l.down()
+	case args[0] == "up" && len(args) == 2:
+		return l.up()
+	case args[0] == "counters" && (len(args) == 3 || len(args) == 4):
+		return l.counters(args[2:])
 	}
-	return l.up()
+	return usage
 }
 
 func ip(args ...string) error {
@@ -175,15 +198,10 @@ func ip(args ...string) error {
 // the lab's verbsd (by its pid file) and deletes the namespaces, which
 // takes their bridges, veths and TAPs with them.
 func (l *lab) down() error {
-	if b, err := os.ReadFile(l.pidFile()); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isVerbsd(pid) {
-			syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		os.Remove(l.pidFile())
+	if l.ib != nil {
+		return l.ib.down(l)
 	}
+	stop(l.pidFile(), "verbsd")
 	for _, n := range l.nodes {
 		exec.Command("ip", "netns", "del", l.ns(n)).Run()
 	}
@@ -191,13 +209,68 @@ func (l *lab) down() error {
 	return nil
 }
 
-// isVerbsd reports whether pid is a verbsd (a pid file may be stale).
-func isVerbsd(pid int) bool {
+// stop ends the daemon whose pid the file holds, if it is still the
+// program named (a pid file may be stale), and removes the file.
+func stop(pidFile, program string) {
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isProgram(pid, program) {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		os.Remove(pidFile)
+	}
+}
+
+// spawn starts program (found beside self, else in $PATH) with args in
+// a session of its own, so that it outlives this command, its output to
+// logFile, its pid in pidFile.
+func spawn(self, program string, args []string, pidFile, logFile string) error {
+	bin := filepath.Join(filepath.Dir(self), program)
+	if _, err := os.Stat(bin); err != nil {
+		if bin, err = exec.LookPath(program); err != nil {
+			return fmt.Errorf("%s not found beside softib nor in $PATH", program)
+		}
+	}
+	os.MkdirAll("/run/softib", 0o755)
+	logf, err := os.Create(logFile)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	cmd.Process.Release()
+	return nil
+}
+
+// waitFor waits up to 5 s for a daemon's socket to appear.
+func waitFor(path, program, logFile string) error {
+	for i := 0; i < 250; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not start: see %s", program, logFile)
+}
+
+// isProgram reports whether pid runs program.
+func isProgram(pid int, program string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(filepath.Base(strings.SplitN(string(b), "\x00", 2)[0]), "verbsd")
+	return err == nil && strings.Contains(filepath.Base(strings.SplitN(string(b), "\x00", 2)[0]), program)
 }
 
 func (l *lab) up() error {
+	if l.ib != nil {
+		return l.ib.up(l)
+	}
 	l.down() // leftovers of an earlier run
 	fail := func(err error) error {
 		l.down()
@@ -269,34 +342,11 @@ func (l *lab) up() error {
 	if err != nil {
 		return fail(err)
 	}
-	verbsd := filepath.Join(filepath.Dir(self), "verbsd")
-	if _, err := os.Stat(verbsd); err != nil {
-		if verbsd, err = exec.LookPath("verbsd"); err != nil {
-			return fail(errors.New("verbsd not found beside softib nor in $PATH"))
-		}
-	}
-	os.MkdirAll("/run/softib", 0o755)
-	logf, err := os.Create("/run/softib/" + l.name + ".log")
-	if err != nil {
+	if err := spawn(self, "verbsd", verbsdArgs, l.pidFile(), "/run/softib/"+l.name+".log"); err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(verbsd, verbsdArgs...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command
-	if err := cmd.Start(); err != nil {
+	if err := waitFor(l.socket(), "verbsd", "/run/softib/"+l.name+".log"); err != nil {
 		return fail(err)
-	}
-	logf.Close()
-	os.WriteFile(l.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
-	cmd.Process.Release()
-	for i := 0; ; i++ {
-		if _, err := os.Stat(l.socket()); err == nil {
-			break
-		}
-		if i == 250 {
-			return fail(fmt.Errorf("verbsd did not start: see /run/softib/%s.log", l.name))
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	for _, n := range l.nodes {
 		if n.path == "attach" {

@@ -28,7 +28,7 @@ func TestLabFourNodes(t *testing.T) {
 // to their namespaces' veths (path=attach), sharing the kernel's
 // addresses, the kernel resolving their neighbours.
 func TestLabFastPath(t *testing.T) {
-	softib, name := allPairs(t, "x", "node n1 addr=10.14.0.1/24 host=10.14.0.101/24 path=xdp\n"+
+	softib, name, _ := allPairs(t, "x", "node n1 addr=10.14.0.1/24 host=10.14.0.101/24 path=xdp\n"+
 		"node n2 addr=10.14.0.2/24 host=10.14.0.102/24 path=xdp xdpmode=native\n"+
 		"node n3 host=10.14.0.3/24 path=attach\n"+
 		"node n4 host=10.14.0.4/24 path=attach xdpmode=generic\n")
@@ -60,63 +60,42 @@ func TestLabFastPath(t *testing.T) {
 	}
 }
 
-// allPairs brings up the lab of the node lines, and has every ordered pair
-// of nodes do RC SEND, WRITE, READ and fetch-and-add, UC WRITE and a UD
-// datagram, with GID 1 (the first address).
-func allPairs(t *testing.T, prefix, topo string) (softib, name string) {
-	softib, name, file := labFile(t, prefix, topo)
+// allPairs brings up the lab of the topology lines, and has every ordered
+// pair of vHCAs do RC SEND, WRITE, READ and fetch-and-add, UC WRITE and a
+// UD datagram: on Ethernet with GID 1 (the first address), on InfiniBand
+// by LID.
+func allPairs(t *testing.T, prefix, topo string) (softib, name, file string) {
+	softib, name, file = labFile(t, prefix, topo)
 	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 	opts := &client.Options{Socket: "/run/softib/" + name + ".sock"}
-	type node struct {
-		ctx *client.Context
-		pd  *client.PD
-		cq  *client.CQ
-		mr  *client.MR
-		gid [16]byte
-		mtu vhca.MTU
+	l, err := parseLab(file)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var nodes []*node
-	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
-	for i := 1; i <= 4; i++ {
-		ctx, err := client.Open(fmt.Sprintf("vhca-n%d", i), opts)
-		if err != nil {
-			t.Fatal(err)
+	var names []string
+	for _, n := range l.nodes {
+		names = append(names, n.name)
+	}
+	if l.ib != nil {
+		for _, n := range l.ib.nodes {
+			if !n.sw {
+				names = append(names, n.name)
+			}
 		}
-		t.Cleanup(func() { ctx.Close() })
-		n := &node{ctx: ctx}
-		n.pd, _ = ctx.AllocPD()
-		n.cq, _ = ctx.CreateCQ(256, nil)
-		buf, _ := ctx.Alloc(1 << 20)
-		if n.mr, err = n.pd.RegMR(buf.B, acc); err != nil {
-			t.Fatal(err)
+	}
+	var nodes []*labVHCA
+	for _, name := range names {
+		n := openVHCA(t, opts, name)
+		if pa, _ := n.ctx.QueryPort(1); pa.LinkLayer == vhca.LinkLayerEthernet {
+			g, _ := n.ctx.QueryGID(1, 1)
+			n.gid = g.GID // InfiniBand: by LID alone, no GRH
 		}
-		g, _ := ctx.QueryGID(1, 1)
-		pa, _ := ctx.QueryPort(1)
-		n.gid, n.mtu = g.GID, pa.ActiveMTU
 		nodes = append(nodes, n)
 	}
-	wait := func(cq *client.CQ) client.WC {
-		t.Helper()
-		var wc [1]client.WC
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			if k, _ := cq.Poll(wc[:]); k == 1 {
-				return wc[0]
-			}
-			client.Relax()
-		}
-		t.Fatal("no completion within 10 s")
-		return client.WC{}
-	}
-	qp := func(n *node, typ vhca.QPType) *client.QP {
-		q, err := n.pd.CreateQP(client.QPInitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq,
-			Cap: client.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q
-	}
+	wait := func(cq *client.CQ) client.WC { return waitCQ(t, cq) }
+	qp := func(n *labVHCA, typ vhca.QPType) *client.QP { return n.qp(t, typ) }
 	for i, a := range nodes {
 		for j, b := range nodes {
 			if i == j {
@@ -125,12 +104,12 @@ func allPairs(t *testing.T, prefix, topo string) (softib, name string) {
 			mtu := min(a.mtu, b.mtu)
 			for _, typ := range []vhca.QPType{vhca.QPTypeRC, vhca.QPTypeUC, vhca.QPTypeUD} {
 				qa, qb := qp(a, typ), qp(b, typ)
-				ea := client.Endpoint{QPN: qa.Num, PSN: 1000, GID: a.gid}
-				eb := client.Endpoint{QPN: qb.Num, PSN: 2000, GID: b.gid}
-				if err := qa.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: acc, LocalPSN: ea.PSN, Remote: eb, QKey: 7}); err != nil {
+				ea := client.Endpoint{QPN: qa.Num, PSN: 1000, GID: a.gid, LID: a.lid}
+				eb := client.Endpoint{QPN: qb.Num, PSN: 2000, GID: b.gid, LID: b.lid}
+				if err := qa.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: labAccess, LocalPSN: ea.PSN, Remote: eb, QKey: 7}); err != nil {
 					t.Fatal(err)
 				}
-				if err := qb.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: acc, LocalPSN: eb.PSN, Remote: ea, QKey: 7}); err != nil {
+				if err := qb.Connect(client.Path{GIDIndex: 1, MTU: mtu, Access: labAccess, LocalPSN: eb.PSN, Remote: ea, QKey: 7}); err != nil {
 					t.Fatal(err)
 				}
 				src, dst := a.mr.Buf[:100000], b.mr.Buf[:100000]
@@ -143,7 +122,7 @@ func allPairs(t *testing.T, prefix, topo string) (softib, name string) {
 				}
 				sge := []client.SGE{{Addr: a.mr.Addr, Length: uint32(n), LKey: a.mr.LKey}}
 				if typ == vhca.QPTypeUD {
-					ah, err := a.pd.CreateAH(client.AV{Port: 1, IsGlobal: true, GRH: vhca.GlobalRoute{DGID: b.gid, SGIDIndex: 1, HopLimit: 64}})
+					ah, err := a.pd.CreateAH(client.AV{Port: 1, DLID: b.lid, IsGlobal: b.gid != [16]byte{}, GRH: vhca.GlobalRoute{DGID: b.gid, SGIDIndex: 1, HopLimit: 64}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -194,5 +173,62 @@ func allPairs(t *testing.T, prefix, topo string) (softib, name string) {
 			}
 		}
 	}
-	return softib, name
+	return softib, name, file
+}
+
+// labVHCA is a lab's vHCA opened for a test: a PD, a CQ, 1 MiB
+// registered for every remote access.
+type labVHCA struct {
+	ctx *client.Context
+	pd  *client.PD
+	cq  *client.CQ
+	mr  *client.MR
+	gid [16]byte
+	lid uint16
+	mtu vhca.MTU
+}
+
+const labAccess = vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
+
+func openVHCA(t *testing.T, opts *client.Options, name string) *labVHCA {
+	t.Helper()
+	ctx, err := client.Open("vhca-"+name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctx.Close() })
+	n := &labVHCA{ctx: ctx}
+	n.pd, _ = ctx.AllocPD()
+	n.cq, _ = ctx.CreateCQ(256, nil)
+	buf, _ := ctx.Alloc(1 << 20)
+	if n.mr, err = n.pd.RegMR(buf.B, labAccess); err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := ctx.QueryPort(1)
+	n.mtu, n.lid = pa.ActiveMTU, pa.LID
+	return n
+}
+
+func (n *labVHCA) qp(t *testing.T, typ vhca.QPType) *client.QP {
+	t.Helper()
+	q, err := n.pd.CreateQP(client.QPInitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq,
+		Cap: client.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// waitCQ polls cq for a completion, failing the test after 10 s.
+func waitCQ(t *testing.T, cq *client.CQ) client.WC {
+	t.Helper()
+	var wc [1]client.WC
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if k, _ := cq.Poll(wc[:]); k == 1 {
+			return wc[0]
+		}
+		client.Relax()
+	}
+	t.Fatal("no completion within 10 s")
+	return client.WC{}
 }

@@ -78,7 +78,7 @@ func labFile(t *testing.T, prefix, nodes string) (softib, name, file string) {
 		t.Skip("the lab tests need root")
 	}
 	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", "../vswitch", ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	softib = filepath.Join(bin, "softib")

@@ -12,10 +12,15 @@
 // RoCEv2 ones), xdp=NETDEV (with tap: RoCEv2 through AF_XDP on the
 // netdev the TAP is bridged to, the fast path), attach=NETDEV (share an
 // existing netdev in netns=, its MAC and addresses, as `rdma link add
-// rxe0 type rxe netdev NETDEV` does), xdpmode=auto|native|generic, e.g.
+// rxe0 type rxe netdev NETDEV` does), xdpmode=auto|native|generic;
+// for a native InfiniBand port on a cable to a vswitch or another vHCA:
+// local=HOST:PORT and peer=HOST:PORT (the cable's UDP ends), lid=N,
+// lmc=N, smlid=N, vls=N, buffer=BLOCKS, prefix=HEX (the GID's subnet
+// prefix), sl2vl=VL:VL:... (by SL), e.g.
 //
 //	verbsd -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2
 //	verbsd -device rxe0,attach=eth0
+//	verbsd -device mlx0,local=127.0.0.1:7001,peer=127.0.0.1:7002,lid=10
 package main
 
 import (
@@ -74,6 +79,13 @@ func (d *deviceFlags) Set(spec string) error {
 			c.Uplink = v
 		case "attach":
 			c.Attach = v
+		case "local", "peer", "lid", "lmc", "smlid", "vls", "buffer", "prefix", "sl2vl":
+			if c.Cable == nil {
+				c.Cable = &verbsd.CableConfig{}
+			}
+			if err := cableOption(c.Cable, k, v); err != nil {
+				return err
+			}
 		case "xdpmode":
 			m, err := ebpf.ParseMode(v)
 			if err != nil {
@@ -81,7 +93,7 @@ func (d *deviceFlags) Set(spec string) error {
 			}
 			c.XDPMode = m
 		default:
-			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=, rocev1, xdp=, attach=, xdpmode=)", k)
+			return fmt.Errorf("unknown device option %q (guid=, addr=, pipe=, tap, mtu=, netns=, rocev1, xdp=, attach=, xdpmode=, local=, peer=, lid=, lmc=, smlid=, vls=, buffer=, prefix=, sl2vl=)", k)
 		}
 	}
 	*d = append(*d, c)
@@ -129,4 +141,49 @@ func main() {
 	// Serve returns as soon as Shutdown closes the listener: wait for
 	// the rest (clients told DEVICE_FATAL, their resources released).
 	<-down
+}
+
+// cableOption sets one option of a device's IB port.
+func cableOption(c *verbsd.CableConfig, k, v string) error {
+	num := func(bits int) (uint64, error) {
+		n, err := strconv.ParseUint(v, 0, bits)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%s: %v", k, v, err)
+		}
+		return n, nil
+	}
+	var n uint64
+	var err error
+	switch k {
+	case "local":
+		c.Local = v
+	case "peer":
+		c.Peer = v
+	case "lid":
+		n, err = num(16)
+		c.LID = uint16(n)
+	case "lmc":
+		n, err = num(3)
+		c.LMC = uint8(n)
+	case "smlid":
+		n, err = num(16)
+		c.SMLID = uint16(n)
+	case "vls":
+		n, err = num(8)
+		c.VLs = int(n)
+	case "buffer":
+		n, err = num(32)
+		c.BufferBlocks = int(n)
+	case "prefix":
+		c.SubnetPrefix, err = strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64)
+	case "sl2vl":
+		for _, x := range strings.Split(v, ":") {
+			vl, e := strconv.ParseUint(x, 10, 4)
+			if e != nil {
+				return fmt.Errorf("sl2vl=%s: VLs by SL, colon-separated", v)
+			}
+			c.SL2VL = append(c.SL2VL, uint8(vl))
+		}
+	}
+	return err
 }

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softib/softib/vswitch/sm"
+)
+
+// An InfiniBand lab: vswitch processes and one verbsd whose vHCAs have
+// native IB ports, joined by cables (UDP on loopback, one port number per
+// cable end). The topology file's lines:
+//
+//	lab NAME
+//	switch NAME [ports=N] [vls=N] [buffer=BLOCKS] [hoq=DURATION] [life=DURATION] [lid=N]
+//	router NAME [ports=N] [vls=N] [buffer=BLOCKS]
+//	hca NAME [lid=N] [lmc=N] [vls=N] [sl2vl=VL:VL:...] [prefix=HEX]
+//	cable END END        END: NAME, or NAME:PORT for a switch's port
+//	sl2vl SWITCH IN|* OUT|* VL,VL,...   a switch's SL-to-VL table
+//	vlarb SWITCH OUT|* [high=VL:W,...] [low=VL:W,...] [limit=N]
+//	capture SWITCH:PORT FILE            a pcap of what the port carries
+//
+// LIDs not given are assigned in the file's order from 1; switch ports
+// not given are taken in order. The switches' LFTs are computed by
+// minimum hops (vswitch/sm). Switch S runs as vswitch with its
+// configuration in /run/softib/LAB-S.conf, its counters on
+// /run/softib/LAB-S.status; verbsd serves the vHCAs (vhca-NAME) on
+// /run/softib/LAB.sock.
+type ibLab struct {
+	nodes  []ibNode
+	byName map[string]int
+	cables []ibCable
+	tables [][]string          // sl2vl and vlarb lines, by switch
+	caps   map[string][]string // -capture flags by switch name
+	// Computed by route: the switches' LFTs (by node), and each router
+	// port's LID on its subnet.
+	lfts      map[int]sm.LFT
+	routerLID map[sm.PortRef]uint16
+}
+
+type ibNode struct {
+	name        string
+	sw          bool
+	router      bool
+	prefix      uint64 // an HCA's subnet prefix (its GID's upper half)
+	ports       int
+	vls, buffer int
+	hoq, life   string
+	lid         uint16
+	lmc         uint8
+	sl2vl       string
+	next        int // the next switch port to cable
+}
+
+type ibCable struct {
+	a, b sm.PortRef
+}
+
+func (b *ibLab) parse(f []string) error {
+	if b.byName == nil {
+		b.byName = map[string]int{}
+	}
+	switch f[0] {
+	case "switch", "hca", "router":
+		if len(f) < 2 || !validName(f[1], 8) {
+			return fmt.Errorf("%s NAME (letters and digits, up to 8)", f[0])
+		}
+		if _, dup := b.byName[f[1]]; dup {
+			return fmt.Errorf("%s named twice", f[1])
+		}
+		n := ibNode{name: f[1], sw: f[0] != "hca", router: f[0] == "router", ports: 1, vls: 1, buffer: 256, next: 1,
+			prefix: defaultPrefix}
+		if n.sw {
+			n.ports = 8
+		}
+		for _, kv := range f[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			num := func(max uint64) (uint64, error) {
+				x, err := strconv.ParseUint(v, 0, 64)
+				if err != nil || x > max {
+					return 0, fmt.Errorf("%s=%s", k, v)
+				}
+				return x, nil
+			}
+			var x uint64
+			var err error
+			switch {
+			case k == "lid":
+				x, err = num(0xBFFF)
+				n.lid = uint16(x)
+			case k == "vls":
+				x, err = num(15)
+				n.vls = int(x)
+			case k == "buffer":
+				x, err = num(1 << 20)
+				n.buffer = int(x)
+			case k == "ports" && n.sw:
+				x, err = num(254)
+				n.ports = int(x)
+			case k == "hoq" && n.sw:
+				n.hoq = v
+			case k == "life" && n.sw:
+				n.life = v
+			case k == "lmc" && !n.sw:
+				x, err = num(7)
+				n.lmc = uint8(x)
+			case k == "sl2vl" && !n.sw:
+				n.sl2vl = v
+			case k == "prefix" && !n.sw:
+				n.prefix, err = strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64)
+			default:
+				return fmt.Errorf("unknown %s option %q", f[0], k)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		b.byName[n.name] = len(b.nodes)
+		b.nodes = append(b.nodes, n)
+	case "cable":
+		if len(f) != 3 {
+			return fmt.Errorf("cable END END")
+		}
+		var ends [2]sm.PortRef
+		for i, e := range f[1:] {
+			name, port, hasPort := strings.Cut(e, ":")
+			idx, ok := b.byName[name]
+			if !ok {
+				return fmt.Errorf("cable to %q: no such switch or hca (declare it first)", name)
+			}
+			n := &b.nodes[idx]
+			p := n.next
+			if hasPort {
+				x, err := strconv.Atoi(port)
+				if err != nil {
+					return fmt.Errorf("cable end %q", e)
+				}
+				p = x
+			}
+			n.next = max(n.next, p+1)
+			ends[i] = sm.PortRef{Node: idx, Port: p}
+		}
+		b.cables = append(b.cables, ibCable{ends[0], ends[1]})
+	case "capture":
+		name, port, ok := strings.Cut(f[min(1, len(f)-1)], ":")
+		i, isNode := b.byName[name]
+		if len(f) != 3 || !ok || !isNode || !b.nodes[i].sw {
+			return fmt.Errorf("capture SWITCH:PORT FILE")
+		}
+		if b.caps == nil {
+			b.caps = map[string][]string{}
+		}
+		b.caps[name] = append(b.caps[name], "-capture", port+"="+f[2])
+	case "sl2vl", "vlarb":
+		if len(f) < 3 {
+			return fmt.Errorf("%s SWITCH ...", f[0])
+		}
+		if i, ok := b.byName[f[1]]; !ok || !b.nodes[i].sw {
+			return fmt.Errorf("%s: no switch %q", f[0], f[1])
+		}
+		b.tables = append(b.tables, f)
+	}
+	return nil
+}
+
+// resolve assigns the LIDs not given, and routes each subnet.
+func (b *ibLab) resolve() error {
+	used := map[uint16]bool{}
+	for _, n := range b.nodes {
+		for l := 0; n.lid != 0 && l < 1<<n.lmc; l++ {
+			used[n.lid+uint16(l)] = true
+		}
+	}
+	next := uint16(1)
+	for i := range b.nodes {
+		n := &b.nodes[i]
+		if n.lid != 0 {
+			continue
+		}
+		for ; ; next++ {
+			free := true
+			for l := uint16(0); l < 1<<n.lmc; l++ {
+				free = free && !used[next+l]
+			}
+			if free {
+				break
+			}
+		}
+		n.lid = next
+		for l := uint16(0); l < 1<<n.lmc; l++ {
+			used[next+l] = true
+		}
+		next += 1 << n.lmc
+	}
+	return b.route()
+}
+
+// addr is the UDP address of cable c's end e (0: a, 1: b): loopback, a
+// port number from the lab's name so that two labs do not collide.
+func (b *ibLab) addr(l *lab, c, e int) string {
+	h := fnv.New32a()
+	h.Write([]byte(l.name))
+	base := 20000 + int(h.Sum32()%2000)*16
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2*c+e))
+}
+
+func (l *lab) swFile(n ibNode, ext string) string {
+	return "/run/softib/" + l.name + "-" + n.name + "." + ext
+}
+
+func (b *ibLab) up(l *lab) error {
+	b.down(l) // leftovers of an earlier run
+	fail := func(err error) error {
+		b.down(l)
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	os.MkdirAll("/run/softib", 0o755)
+	verbsdArgs := []string{"-socket", l.socket()}
+	for i, n := range b.nodes {
+		var conf strings.Builder
+		if n.sw {
+			fmt.Fprintf(&conf, "switch %s lid=%d ports=%d vls=%d buffer=%d", n.name, n.lid, n.ports, n.vls, n.buffer)
+			if n.router {
+				conf.WriteString(" router")
+			}
+			if n.hoq != "" {
+				fmt.Fprintf(&conf, " hoq=%s", n.hoq)
+			}
+			if n.life != "" {
+				fmt.Fprintf(&conf, " life=%s", n.life)
+			}
+			conf.WriteString("\n")
+		}
+		hcaSpec := ""
+		for c, k := range b.cables {
+			for e, end := range []sm.PortRef{k.a, k.b} {
+				if end.Node != i {
+					continue
+				}
+				local, peer := b.addr(l, c, e), b.addr(l, c, 1-e)
+				if n.sw {
+					fmt.Fprintf(&conf, "port %d local=%s peer=%s\n", end.Port, local, peer)
+				} else {
+					hcaSpec = fmt.Sprintf("vhca-%s,local=%s,peer=%s,lid=%d,lmc=%d,vls=%d,buffer=%d,guid=%#x,prefix=%x",
+						n.name, local, peer, n.lid, n.lmc, n.vls, n.buffer, b.guid(l, n), n.prefix)
+					if n.sl2vl != "" {
+						hcaSpec += ",sl2vl=" + n.sl2vl
+					}
+				}
+			}
+		}
+		if !n.sw {
+			if hcaSpec == "" {
+				return fail(fmt.Errorf("hca %s has no cable", n.name))
+			}
+			verbsdArgs = append(verbsdArgs, "-device", hcaSpec)
+			continue
+		}
+		for lid, port := range b.lfts[i] {
+			if port != sm.Unreachable && lid > 0 {
+				fmt.Fprintf(&conf, "lft %d %d\n", lid, port)
+			}
+		}
+		if n.router {
+			b.routerConfig(l, i, &conf)
+		}
+		for _, t := range b.tables {
+			if t[1] == n.name {
+				fmt.Fprintf(&conf, "%s %s\n", t[0], strings.Join(t[2:], " "))
+			}
+		}
+		if err := os.WriteFile(l.swFile(n, "conf"), []byte(conf.String()), 0o644); err != nil {
+			return fail(err)
+		}
+		args := append([]string{"-config", l.swFile(n, "conf"), "-status", l.swFile(n, "status")}, b.caps[n.name]...)
+		if err := spawn(self, "vswitch", args, l.swFile(n, "pid"), l.swFile(n, "log")); err != nil {
+			return fail(err)
+		}
+		if err := waitFor(l.swFile(n, "status"), "vswitch "+n.name, l.swFile(n, "log")); err != nil {
+			return fail(err)
+		}
+	}
+	if err := spawn(self, "verbsd", verbsdArgs, l.pidFile(), "/run/softib/"+l.name+".log"); err != nil {
+		return fail(err)
+	}
+	if err := waitFor(l.socket(), "verbsd", "/run/softib/"+l.name+".log"); err != nil {
+		return fail(err)
+	}
+	if err := b.waitActive(l); err != nil {
+		return fail(err)
+	}
+	fmt.Printf("lab %s up (InfiniBand): verbsd on %s (log /run/softib/%s.log)\n", l.name, l.socket(), l.name)
+	for _, n := range b.nodes {
+		if n.sw {
+			fmt.Printf("  switch %-8s LID %-5d counters: softib lab counters FILE %s\n", n.name, n.lid, n.name)
+		} else {
+			fmt.Printf("  hca    %-8s LID %-5d vHCA vhca-%s\n", n.name, n.lid, n.name)
+		}
+	}
+	return nil
+}
+
+// waitActive waits up to 5 s for every switch port with a cable to be
+// Active.
+func (b *ibLab) waitActive(l *lab) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for _, n := range b.nodes {
+		if !n.sw {
+			continue
+		}
+		for {
+			st, err := switchStatus(l.swFile(n, "status"))
+			active := err == nil
+			for _, p := range st.Ports {
+				active = active && p.State == "Active"
+			}
+			if active {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("switch %s: ports not Active within 5 s (%v)", n.name, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (b *ibLab) down(l *lab) error {
+	stop(l.pidFile(), "verbsd")
+	for _, n := range b.nodes {
+		if n.sw {
+			stop(l.swFile(n, "pid"), "vswitch")
+			os.Remove(l.swFile(n, "conf"))
+			os.Remove(l.swFile(n, "status"))
+		}
+	}
+	return nil
+}
+
+// swStatus is what a vswitch's status socket answers (cmd/vswitch).
+type swStatus struct {
+	Switch string `json:"switch"`
+	LID    uint16 `json:"lid"`
+	Ports  []struct {
+		Port     int               `json:"port"`
+		Phys     string            `json:"phys_state"`
+		State    string            `json:"state"`
+		Counters map[string]uint64 `json:"counters"`
+	} `json:"ports"`
+}
+
+func switchStatus(path string) (swStatus, error) {
+	var st swStatus
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return st, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	err = json.NewDecoder(c).Decode(&st)
+	return st, err
+}
+
+// counters prints a switch's port counters as perfquery does: SWITCH
+// [PORT] (all its cabled ports if no PORT).
+func (l *lab) counters(args []string) error {
+	if l.ib == nil {
+		return fmt.Errorf("lab %s has no switches", l.name)
+	}
+	i, ok := l.ib.byName[args[0]]
+	if !ok || !l.ib.nodes[i].sw {
+		return fmt.Errorf("lab %s: no switch %q", l.name, args[0])
+	}
+	n := l.ib.nodes[i]
+	st, err := switchStatus(l.swFile(n, "status"))
+	if err != nil {
+		return fmt.Errorf("switch %s: %w", n.name, err)
+	}
+	for _, p := range st.Ports {
+		if len(args) == 2 && strconv.Itoa(p.Port) != args[1] {
+			continue
+		}
+		fmt.Printf("# Port counters: Lid %d port %d (%s, %s)\n", st.LID, p.Port, p.Phys, p.State)
+		names := make([]string, 0, len(p.Counters))
+		for k := range p.Counters {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Printf("%s:%s%d\n", k, strings.Repeat(".", max(2, 32-len(k))), p.Counters[k])
+		}
+	}
+	return nil
+}
