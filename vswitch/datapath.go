@@ -180,7 +180,7 @@ func (s *Switch) routeGlobal(in int, pkt []byte) (int, route) {
 	if prefix>>56 == 0xFF {
 		return toDrop, route{} // multicast DGID
 	}
-	r, ok := s.hosts[[16]byte(pkt[wire.LRHLen+24 : wire.LRHLen+40])]
+	r, ok := s.hosts[[16]byte(pkt[wire.LRHLen+24:wire.LRHLen+40])]
 	if !ok {
 		r, ok = s.routes[prefix]
 	}
@@ -303,17 +303,24 @@ func (s *Switch) unlink(out int, qi int32) {
 // through VCRC, with the output VL set and the VCRC updated; it is valid
 // only during the call. Neither callback may call the Switch.
 func (s *Switch) Output(now time.Duration, out int, credit func(vl uint8, blocks int) bool, send func(pkt []byte)) int {
+	return s.OutputN(now, out, OutputBatch, credit, send)
+}
+
+// OutputN is Output of at most max packets: an owner that paces a port
+// (its link's rate) lets the arbiter choose one packet at a time, when the
+// link can take one, without its refusals standing for a VL's credit.
+func (s *Switch) OutputN(now time.Duration, out, max int, credit func(vl uint8, blocks int) bool, send func(pkt []byte)) int {
 	if out < 1 || out >= s.np {
 		return 0
 	}
 	op := &s.outs[out]
 	sent := 0
-	for sent < OutputBatch && op.lists[15].head >= 0 {
+	for sent < max && op.lists[15].head >= 0 {
 		s.transmit(now, out, op.lists[15].head, 15, send)
 		sent++
 	}
 	var refused uint16
-	for sent < OutputBatch {
+	for sent < max {
 		ready := op.ready &^ refused &^ (1 << 15)
 		hi := op.high.vls&ready != 0
 		lo := op.low.vls&ready != 0

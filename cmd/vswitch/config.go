@@ -16,7 +16,7 @@ import (
 // config is a switch's configuration file, as softib lab writes it:
 //
 //	switch NAME lid=N ports=N [vls=N] [buffer=BLOCKS] [hoq=DURATION] [life=DURATION] [router]
-//	port N local=HOST:PORT peer=HOST:PORT [netns=PATH]
+//	port N local=HOST:PORT peer=HOST:PORT [netns=PATH] [rate=BITS/s, e.g. 100M]
 //	lft LID[-LID] PORT
 //	mft MLID PORT[,PORT...]
 //	sl2vl IN|* OUT|* VL,VL,... (16 VLs, by SL)
@@ -30,7 +30,8 @@ type config struct {
 	name     string
 	sw       vswitch.Config
 	ports    map[int]cable.Config
-	commands [][]string // table lines, applied to the switch in order
+	rates    map[int]float64 // a port's link rate in bytes/s; absent: as fast as the host goes
+	commands [][]string      // table lines, applied to the switch in order
 }
 
 func readConfig(path string) (*config, error) {
@@ -39,7 +40,7 @@ func readConfig(path string) (*config, error) {
 		return nil, err
 	}
 	defer f.Close()
-	c := &config{ports: map[int]cable.Config{}, sw: vswitch.Config{VLs: 1, BufferBlocks: 256}}
+	c := &config{ports: map[int]cable.Config{}, rates: map[int]float64{}, sw: vswitch.Config{VLs: 1, BufferBlocks: 256}}
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		fields := strings.Fields(strings.SplitN(sc.Text(), "#", 2)[0])
@@ -100,6 +101,12 @@ func readConfig(path string) (*config, error) {
 					pc.Peer = v
 				case "netns":
 					pc.Netns = v
+				case "rate":
+					r, err := parseRate(v)
+					if err != nil {
+						return nil, bad("rate=%s: %v", v, err)
+					}
+					c.rates[n] = r / 8
 				default:
 					return nil, bad("unknown port option %q", k)
 				}
@@ -305,4 +312,22 @@ func portList(s string, ports int) ([]int, error) {
 		return nil, fmt.Errorf("port %q", s)
 	}
 	return []int{n}, nil
+}
+
+// parseRate reads a link rate in bits/s with an optional K, M or G.
+func parseRate(s string) (float64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1e3, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1e6, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1e9, strings.TrimSuffix(s, "G")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("a rate in bits/s (K, M, G)")
+	}
+	return v * mult, nil
 }

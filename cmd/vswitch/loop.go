@@ -26,6 +26,7 @@ type loop struct {
 	ports  []*cable.Cable // by port number; nil: not cabled
 	caps   []*capture     // by port number; nil: not captured
 	sends  []func([]byte) // by port number: its cable's Transmit, captured if asked
+	rates  []rate         // by port number: its link's rate, if it has one
 	start  time.Time
 	quit   atomic.Bool
 	bell   int // eventfd: stop, status requests
@@ -33,21 +34,36 @@ type loop struct {
 	fds    []unix.PollFd
 }
 
-func newLoop(name string, sw *vswitch.Switch, ports []*cable.Cable, caps []*capture) *loop {
+func newLoop(name string, sw *vswitch.Switch, ports []*cable.Cable, caps []*capture, rates map[int]float64) *loop {
 	bell, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	l := &loop{name: name, sw: sw, ports: ports, caps: caps, start: time.Now(), bell: bell, status: make(chan chan []byte, 4)}
 	l.sends = make([]func([]byte), len(ports))
+	l.rates = make([]rate, len(ports))
+	for i, c := range ports {
+		if c == nil {
+			continue
+		}
+		if r := rates[i]; r > 0 {
+			rt := &l.rates[i]
+			rt.perSec, rt.last = r, time.Now()
+		}
+	}
 	for i, c := range ports {
 		switch {
 		case c == nil:
 		case i < len(caps) && caps[i] != nil:
-			cp := caps[i]
+			cp, rt := caps[i], &l.rates[i]
 			l.sends[i] = func(pkt []byte) {
 				cp.write(pkt)
+				rt.spend(len(pkt))
 				c.Transmit(pkt)
 			}
 		default:
-			l.sends[i] = c.Transmit
+			rt := &l.rates[i]
+			l.sends[i] = func(pkt []byte) {
+				rt.spend(len(pkt))
+				c.Transmit(pkt)
+			}
 		}
 	}
 	return l
@@ -106,6 +122,17 @@ func (l *loop) step() bool {
 		if c == nil || !l.sw.Pending(out) {
 			continue
 		}
+		if r := &l.rates[out]; r.perSec > 0 {
+			// The link's rate, as its width and speed would set it: a
+			// packet at a time while the bucket is not in debt.
+			for k := 0; k < vswitch.OutputBatch && r.ready(); k++ {
+				if l.sw.OutputN(now, out, 1, c.FitsBlocks, l.sends[out]) == 0 {
+					break
+				}
+				work++
+			}
+			continue
+		}
 		work += l.sw.Output(now, out, c.FitsBlocks, l.sends[out])
 	}
 	l.sw.Freed(func(in int, vl uint8, blocks int) {
@@ -131,11 +158,18 @@ func (l *loop) step() bool {
 func (l *loop) sleep() {
 	fds := append(l.fds[:0], unix.PollFd{Fd: int32(l.bell), Events: unix.POLLIN})
 	deadline := time.Now().Add(time.Second)
-	for _, c := range l.ports {
+	for i, c := range l.ports {
 		if c != nil {
 			fds = append(fds, unix.PollFd{Fd: int32(c.FD()), Events: unix.POLLIN})
 			if d := c.Deadline(); d.Before(deadline) {
 				deadline = d
+			}
+			// A port held back by its rate goes again when its bucket
+			// holds a packet.
+			if r := &l.rates[i]; r.perSec > 0 && l.sw.Pending(i) {
+				if d := time.Now().Add(time.Duration(max(-r.tokens, 64) / r.perSec * float64(time.Second))); d.Before(deadline) {
+					deadline = d
+				}
 			}
 		}
 	}
@@ -201,4 +235,25 @@ func (l *loop) serveStatus(path string) (func(), error) {
 		}
 	}()
 	return func() { ln.Close(); os.Remove(path) }, nil
+}
+
+// rate is a port's link rate as a token bucket of bytes: a packet may
+// go while the bucket is not in debt, and takes its length from it.
+type rate struct {
+	perSec float64
+	tokens float64
+	last   time.Time
+}
+
+func (r *rate) ready() bool {
+	now := time.Now()
+	r.tokens = min(r.tokens+now.Sub(r.last).Seconds()*r.perSec, 4352)
+	r.last = now
+	return r.tokens >= 0
+}
+
+func (r *rate) spend(n int) {
+	if r.perSec > 0 {
+		r.tokens -= float64(n)
+	}
 }

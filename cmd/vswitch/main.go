@@ -99,7 +99,7 @@ func run(cfgPath, status string, capFiles captureFlags) error {
 			return err
 		}
 	}
-	l := newLoop(c.name, sw, ports, caps)
+	l := newLoop(c.name, sw, ports, caps, c.rates)
 	if status != "" {
 		stop, err := l.serveStatus(status)
 		if err != nil {
