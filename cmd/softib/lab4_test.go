@@ -94,7 +94,7 @@ func allPairs(t *testing.T, prefix, topo string) (softib, name, file string) {
 		}
 		nodes = append(nodes, n)
 	}
-	wait := func(cq *client.CQ) client.WC { return waitCQ(t, cq) }
+	wait := func(cq *client.CQ) client.WC { t.Helper(); return waitCQ(t, cq) }
 	qp := func(n *labVHCA, typ vhca.QPType) *client.QP { return n.qp(t, typ) }
 	for i, a := range nodes {
 		for j, b := range nodes {

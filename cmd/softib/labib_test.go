@@ -82,7 +82,7 @@ func TestLabRouter(t *testing.T) {
 		return e
 	}
 	a, b := open("a"), open("b")
-	wait := func(cq *client.CQ) client.WC { return waitCQ(t, cq) }
+	wait := func(cq *client.CQ) client.WC { t.Helper(); return waitCQ(t, cq) }
 	qp := func(e *end, typ vhca.QPType) *client.QP { return e.qp(t, typ) }
 	for k := range a.mr.Buf[:200000] {
 		a.mr.Buf[k] = byte(k * 13)

@@ -53,11 +53,12 @@ func (s LogicalState) String() string {
 // Timing of the link protocol. FCInterval: a flow control packet per VL
 // at least this often (the spec asks for one every 65,536 symbol times;
 // here they also carry liveness). DownAfter: a link that hears nothing
-// for this long goes Down. PollInterval: how often a polling end says
-// Init.
+// for this long goes Down — long enough that a far end descheduled on a
+// busy host (a 2-core machine running many tests) is not taken for gone.
+// PollInterval: how often a polling end says Init.
 const (
 	DefaultFCInterval   = 10 * time.Millisecond
-	DefaultDownAfter    = 100 * time.Millisecond
+	DefaultDownAfter    = 500 * time.Millisecond
 	DefaultPollInterval = 10 * time.Millisecond
 )
 
