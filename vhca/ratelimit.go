@@ -32,8 +32,10 @@ package vhca
 // includes it and Advance puts the QP back on the ring.
 
 const (
-	// rateWindow is how much of its rate a QP may send in one burst.
-	rateWindow Time = 100_000 // 100 µs
+	// rateWindow is how much of its rate a QP may send in one burst: as
+	// long as an owner may oversleep a deadline without the QP losing
+	// rate (a ppoll on a busy host wakes tens to hundreds of µs late).
+	rateWindow Time = 500_000 // 500 µs
 	// rateHeaderBytes bounds the headers of a request frame, for the
 	// depth of one MTU packet: the most is an atomic over RoCEv2/IPv6's
 	// 106 (Ethernet 14, IPv6 40, UDP 8, BTH 12, AtomicETH 28, ICRC 4); a

@@ -589,9 +589,9 @@ func TestRateLimitLowRateNoTimeout(t *testing.T) {
 // at a time; one that oversleeps finds more in the bucket and sends
 // segments of what it holds; both keep to the rate.
 func TestRateLimitSegments(t *testing.T) {
-	for _, slack := range []Time{0, 30_000, 200_000} {
+	for _, slack := range []Time{0, 30_000, 800_000} {
 		da, db := inProcessDevice(t, 1), inProcessDevice(t, 2)
-		a, b := ratedPair(t, da, db, QPTypeRC, 1000*mbps) // bucket: 100 µs = 12500 bytes
+		a, b := ratedPair(t, da, db, QPTypeRC, 1000*mbps) // bucket: 500 µs = 62500 bytes
 		writes(t, a, b, 64, writeSize)
 		l := newRateLink(t, da, db)
 		l.segments, l.slack = true, slack
@@ -602,8 +602,8 @@ func TestRateLimitSegments(t *testing.T) {
 		}
 		biggest := 0
 		for _, n := range l.segs {
-			if n > 12*1024 {
-				t.Fatalf("a segment of %d bytes, above the bucket's 12500", n)
+			if n > 62500 {
+				t.Fatalf("a segment of %d bytes, above the bucket's 62500", n)
 			}
 			biggest = max(biggest, n)
 		}

@@ -47,7 +47,7 @@ func addrs(t *testing.T, n int) []string {
 
 // startSwitch runs a switch from a configuration text, as cmd/vswitch
 // would, until the test ends.
-func startSwitch(t *testing.T, conf string) *loop {
+func startSwitch(t testing.TB, conf string) *loop {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "switch.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
@@ -426,4 +426,81 @@ func TestQoS(t *testing.T) {
 			t.Errorf("SL1 in the high-priority table: latency %v, SL0's %v: want far below (a fifth or less)", l1, l0)
 		}
 	})
+}
+
+// A QP limited to a rate (IBV_QP_RATE_LIMIT) injects at that rate, within
+// 10%, through a switch; an unlimited one on the same port goes faster.
+func TestRateLimit(t *testing.T) {
+	f := newFabric(t, 1, "0", "", 1e9, "")
+	open := func(dev string) (*client.Context, *client.PD, *client.CQ, *client.MR, *client.QP) {
+		ctx, err := client.Open(dev, &client.Options{Socket: f.sock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ctx.Close() })
+		pd, _ := ctx.AllocPD()
+		cq, _ := ctx.CreateCQ(256, nil)
+		buf, _ := ctx.Alloc(4 << 20)
+		mr, err := pd.RegMR(buf.B, vhca.AccessLocalWrite|vhca.AccessRemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qp, err := pd.CreateQP(client.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			Cap: client.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ctx, pd, cq, mr, qp
+	}
+	_, _, cqa, mra, qpa := open("a")
+	_, _, _, mrb, qpb := open("b")
+	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite
+	if err := qpa.Connect(client.Path{MTU: vhca.MTU4096, Access: acc, LocalPSN: 1, Remote: client.Endpoint{QPN: qpb.Num, PSN: 2, LID: 11}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qpb.Connect(client.Path{MTU: vhca.MTU4096, Access: acc, LocalPSN: 2, Remote: client.Endpoint{QPN: qpa.Num, PSN: 1, LID: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	// write moves 16 KiB WRITEs for d and returns the payload rate in
+	// bits a second.
+	write := func(d time.Duration) float64 {
+		var wc [32]client.WC
+		start, outstanding, bytes := time.Now(), 0, 0
+		for time.Since(start) < d || outstanding > 0 {
+			for outstanding < 16 && time.Since(start) < d {
+				if _, err := qpa.PostSend([]client.SendWR{{Opcode: vhca.WRRDMAWrite, Flags: vhca.SendSignaled, RemoteAddr: mrb.Addr, RKey: mrb.RKey,
+					SGL: []client.SGE{{Addr: mra.Addr, Length: 16384, LKey: mra.LKey}}}}); err != nil {
+					t.Fatal(err)
+				}
+				outstanding++
+			}
+			n, _ := cqa.Poll(wc[:])
+			for _, w := range wc[:n] {
+				if w.Status != vhca.WCSuccess {
+					t.Fatalf("WRITE: %+v", w)
+				}
+				bytes += 16384
+			}
+			outstanding -= n
+			if n == 0 {
+				client.Relax()
+			}
+		}
+		return float64(bytes) * 8 / time.Since(start).Seconds()
+	}
+	free := write(500 * time.Millisecond)
+	// Well below what the path carries even on a busy host, so that the
+	// limit is what holds the QP back.
+	const limit = 20e6 // bits/s
+	if err := qpa.Modify(&client.QPAttr{RateLimit: limit / 1000}, vhca.QPAttrRateLimit); err != nil {
+		t.Fatal(err)
+	}
+	got := write(2 * time.Second)
+	t.Logf("unlimited %.0f Mb/s; limited to %.0f Mb/s: %.1f Mb/s", free/1e6, limit/1e6, got/1e6)
+	if got < 0.9*limit || got > 1.1*limit {
+		t.Errorf("a QP limited to %.0f Mb/s moved %.1f Mb/s: not within 10%%", limit/1e6, got/1e6)
+	}
+	if free < 1.2*limit {
+		t.Errorf("the unlimited QP moved only %.1f Mb/s: the limit is not what holds the other back", free/1e6)
+	}
 }
