@@ -79,8 +79,11 @@ func (l *loop) stop() {
 	l.ring()
 }
 
-// spin is how long the loop polls after its last work before sleeping.
-const spin = 200 * time.Microsecond
+// spin is how long the loop polls after its last work before sleeping:
+// short, since on a small host the switch shares the cores with the
+// vHCAs and programs it carries traffic for (measured: 50 µs moved more
+// than 200 µs through two switches on 2 cores).
+const spin = 50 * time.Microsecond
 
 func (l *loop) run() {
 	runtime.LockOSThread()

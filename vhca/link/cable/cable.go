@@ -76,6 +76,14 @@ type Cable struct {
 	nlink    int
 	sendErrs uint64
 	fd       int
+
+	// The system calls through the socket's RawConn: functions made once
+	// (a closure made per call would escape: an allocation a batch),
+	// their arguments and results in these fields.
+	recvFn, sendFn func(fd uintptr) bool
+	ioHdrs         []mmsg.Hdr
+	ioN            int
+	ioErr          unix.Errno
 }
 
 // Open opens the cable's socket and starts its reader.
@@ -128,6 +136,14 @@ func Open(c Config) (*Cable, error) {
 		}
 	})
 	k.rxHdr, k.rxBuf, _ = mmsg.New(batch, MaxPacket, false)
+	k.recvFn = func(fd uintptr) bool {
+		k.ioN, k.ioErr = mmsg.RecvNow(fd, k.ioHdrs)
+		return true
+	}
+	k.sendFn = func(fd uintptr) bool {
+		k.ioN, k.ioErr = mmsg.SendNow(fd, k.ioHdrs)
+		return true
+	}
 	k.rc.Control(func(fd uintptr) { k.fd = int(fd) })
 	k.tx, k.txLen = make([][]byte, txSlots), make([]int, txSlots)
 	txSlab := make([]byte, txSlots*MaxPacket)
@@ -163,12 +179,9 @@ func (k *Cable) Recv(max int, fn func(pkt []byte) bool) int {
 	total := 0
 	for total < max {
 		want := min(batch, max-total)
-		var n int
-		var errno unix.Errno
-		k.rc.Read(func(fd uintptr) bool {
-			n, errno = mmsg.RecvNow(fd, k.rxHdr[:want])
-			return true
-		})
+		k.ioHdrs = k.rxHdr[:want]
+		k.rc.Read(k.recvFn)
+		n, errno := k.ioN, k.ioErr
 		if errno != 0 || n == 0 {
 			// EAGAIN: nothing more. ECONNREFUSED: an ICMP error for
 			// what we sent while the far end was away.
@@ -356,12 +369,9 @@ func (k *Cable) Flush() {
 // credits), which the counters show.
 func (k *Cable) sendBatch() {
 	for off := 0; off < k.nout; {
-		var n int
-		var errno unix.Errno
-		k.rc.Write(func(fd uintptr) bool {
-			n, errno = mmsg.SendNow(fd, k.out[off:k.nout])
-			return true
-		})
+		k.ioHdrs = k.out[off:k.nout]
+		k.rc.Write(k.sendFn)
+		n, errno := k.ioN, k.ioErr
 		if errno != 0 || n == 0 {
 			// ECONNREFUSED: nobody at the far end yet. Drop the rest.
 			k.sendErrs += uint64(k.nout - off)

@@ -253,3 +253,24 @@ func freePortsB(b *testing.B) (string, string) {
 	}
 	return addrs[0], addrs[1]
 }
+
+// Sending, flushing and receiving allocate nothing per packet.
+func TestCableAllocatesNothing(t *testing.T) {
+	a, b, _, _ := openPair(t, 1, 1024)
+	waitUp(t, a, b)
+	recv := func([]byte) bool { return true }
+	allocs := testing.AllocsPerRun(200, func() {
+		for range 8 {
+			if buf := a.TxBuf(); buf != nil {
+				a.Send(packet(buf, 200, 0, 1))
+			}
+		}
+		a.Flush()
+		b.Recv(64, recv)
+		b.Flush()
+		a.Recv(64, recv)
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations a round", allocs)
+	}
+}
