@@ -39,6 +39,8 @@ func errnoName(e syscall.Errno) string {
 		return "ESHUTDOWN"
 	case syscall.EHOSTUNREACH:
 		return "EHOSTUNREACH"
+	case syscall.EOPNOTSUPP:
+		return "EOPNOTSUPP"
 	}
 	return fmt.Sprintf("errno %d", int(e))
 }

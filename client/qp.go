@@ -159,6 +159,25 @@ func (qp *QP) Query() (QPAttr, error) {
 	return r.Attr.VHCA(), nil
 }
 
+// AttachMcast attaches a UD QP to the multicast group whose MGID is gid
+// and MLID lid (ibv_attach_mcast): it receives the datagrams sent to the
+// group (an AH to the MLID, RemoteQPN 0xFFFFFF), each checked against its
+// Q_Key and taking one of its receive WRs. A QP may join several groups;
+// joining one again is no error. Native InfiniBand ports only: a RoCE port
+// refuses with EOPNOTSUPP.
+func (qp *QP) AttachMcast(gid [16]byte, lid uint16) error {
+	_, err := qp.ctx.call(abi.OpAttachMcast, abi.Mcast{QP: qp.handle, LID: lid, GID: gid}, nil)
+	return err
+}
+
+// DetachMcast detaches the QP from a group it joined (ibv_detach_mcast).
+// A QP must leave its groups before Destroy (EBUSY otherwise); closing
+// the context detaches them all.
+func (qp *QP) DetachMcast(gid [16]byte, lid uint16) error {
+	_, err := qp.ctx.call(abi.OpDetachMcast, abi.Mcast{QP: qp.handle, LID: lid, GID: gid}, nil)
+	return err
+}
+
 // Destroy destroys the QP; its outstanding WRs vanish.
 func (qp *QP) Destroy() error {
 	if _, err := qp.ctx.call(abi.OpDestroyQP, abi.Handle{Handle: qp.handle}, nil); err != nil {

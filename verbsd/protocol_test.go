@@ -47,6 +47,8 @@ var bodies = map[abi.Op]any{
 	abi.OpQueryCounters:      abi.PortQuery{},
 	abi.OpAddAddr:            abi.Addr{},
 	abi.OpDelAddr:            abi.Addr{},
+	abi.OpAttachMcast:        abi.Mcast{},
+	abi.OpDetachMcast:        abi.Mcast{},
 }
 
 func bodySize(op abi.Op) int {
@@ -166,6 +168,8 @@ func TestProtocolAbuse(t *testing.T) {
 			r.refused(unix.EINVAL, abi.OpModifyQP, abi.ModifyQP{Handle: h}, nil, "no QP")
 			r.refused(unix.EINVAL, abi.OpQueryQP, abi.Handle{Handle: h}, nil, "no QP")
 			r.refused(unix.EINVAL, abi.OpDestroyQP, abi.Handle{Handle: h}, nil, "no QP")
+			r.refused(unix.EINVAL, abi.OpAttachMcast, abi.Mcast{QP: h, LID: 0xC001, GID: [16]byte{0xff}}, nil, "no QP")
+			r.refused(unix.EINVAL, abi.OpDetachMcast, abi.Mcast{QP: h, LID: 0xC001, GID: [16]byte{0xff}}, nil, "no QP")
 			r.refused(unix.EINVAL, abi.OpDestroyAH, abi.Handle{Handle: h}, nil, "no AH")
 			r.refused(unix.EINVAL, abi.OpCreateAH, abi.CreateAH{PD: h}, nil, "no PD")
 			r.refused(unix.EINVAL, abi.OpCreateSRQ, abi.CreateSRQ{PD: h, MaxWR: 4, MaxSGE: 1}, nil, "no PD")
@@ -189,7 +193,7 @@ func TestProtocolAbuse(t *testing.T) {
 	})
 	t.Run("unknown-ops", func(t *testing.T) {
 		r := r.on(t)
-		for _, op := range []abi.Op{0, abi.OpSetPath + 1, 99, abi.OpEvent, 0x7FFF, 0xFFFF} {
+		for _, op := range []abi.Op{0, abi.OpDetachMcast + 1, 99, abi.OpEvent, 0x7FFF, 0xFFFF} {
 			r.refused(unix.EOPNOTSUPP, op, garbage(8), nil, "unknown operation")
 		}
 		// A second Hello is no verb either.

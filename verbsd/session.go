@@ -88,6 +88,8 @@ func errnoOf(err error) (unix.Errno, string) {
 		return unix.ENOMEM, err.Error()
 	case errors.Is(err, vhca.ErrBusy):
 		return unix.EBUSY, err.Error()
+	case errors.Is(err, vhca.ErrNotSupported):
+		return unix.EOPNOTSUPP, err.Error()
 	case errors.Is(err, errStopped):
 		return unix.ESHUTDOWN, err.Error()
 	case errors.Is(err, errResolving):
@@ -127,6 +129,10 @@ func (s *session) destroyAll(e *engine) {
 	}
 	dev := s.h.dev
 	for k, r := range s.qps {
+		// A QP still in multicast groups is not destroyed on request;
+		// one whose client is gone leaves them first, as the kernel's
+		// clean-up of a process does.
+		dev.DetachAllMcast(r.qp)
 		s.dropQP(e, r)
 		delete(s.qps, k)
 	}

@@ -258,6 +258,19 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 			delete(s.qps, h)
 			return nil
 		})
+	case abi.OpAttachMcast, abi.OpDetachMcast:
+		var m abi.Mcast
+		if err := abi.Decode(body, &m); err != nil {
+			return reply{err: err}
+		}
+		r := s.qps[m.QP]
+		if r == nil {
+			return reply{err: noObject("QP", m.QP)}
+		}
+		if op == abi.OpAttachMcast {
+			return reply{err: s.h.dev.AttachMcast(r.qp, m.GID, m.LID)}
+		}
+		return reply{err: s.h.dev.DetachMcast(r.qp, m.GID, m.LID)}
 	case abi.OpCreateAH:
 		var m abi.CreateAH
 		if err := abi.Decode(body, &m); err != nil {

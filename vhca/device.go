@@ -120,6 +120,9 @@ type Device struct {
 	events     []Event
 	seg        bool   // the Transmit in progress may build segments (segment.go)
 	txSeg      []byte // the payload of the segment it built
+
+	mcast    []mcastGroup // the groups QPs joined (mcast.go)
+	mcastSeq uint64       // multicast packets received: marks the QPs given one
 }
 
 // NewDevice makes a vHCA.

@@ -13,6 +13,7 @@ var (
 	ErrQueueFull     = errors.New("vhca: work queue full")               // ENOMEM
 	ErrQPState       = errors.New("vhca: QP state does not allow this")  // EINVAL
 	ErrKeysExhausted = errors.New("vhca: memory keys exhausted")         // ENOMEM
+	ErrNotSupported  = errors.New("vhca: operation not supported")       // EOPNOTSUPP
 )
 
 // LimitError says a device limit was reached.
@@ -26,6 +27,11 @@ func (e *LimitError) Error() string {
 }
 
 func errLimit(what string, max int) error { return &LimitError{what, max} }
+
+// notSupported wraps ErrNotSupported with what was asked.
+func notSupported(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotSupported}, args...)...)
+}
 
 // invalid wraps ErrInvalid with what was wrong.
 func invalid(format string, args ...any) error {

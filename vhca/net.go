@@ -44,11 +44,21 @@ func (d *Device) receive(now Time, port uint8, frame, segment []byte) {
 	}
 	pt.Counters.RcvPackets++
 	pt.Counters.RcvBytes += uint64(p.Len())
+	if l := p.LRH(); l != nil && isMulticastLID(l.DLID()) {
+		d.onMulticast(now, pt, p, l.DLID())
+		return
+	}
 	qp := d.qps[p.BTH().DestQP()]
 	if qp == nil || qp.port != pt {
 		pt.Counters.RcvNoQP++
 		return
 	}
+	d.deliver(now, pt, qp, p)
+}
+
+// deliver hands a packet that arrived on port pt to qp, after the checks
+// of the QP's transport, path, P_Key and state.
+func (d *Device) deliver(now Time, pt *Port, qp *QP, p *wire.Packet) {
 	if p.Opcode.Transport() != transportOf(qp.Type) {
 		pt.Counters.RcvBadOpcode++
 		return
@@ -139,6 +149,7 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 			continue
 		}
 		d.schedule(qp) // more may follow; checked on its next turn
+		d.loopMulticast(now, qp, buf[:n])
 		pt := qp.port
 		pt.Counters.XmitPackets++
 		pt.Counters.XmitBytes += uint64(n + len(d.txSeg))

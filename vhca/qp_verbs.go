@@ -62,6 +62,9 @@ type QP struct {
 
 	ready bool // on the device's list of QPs with something to send
 	timed bool // on the device's list of QPs with a timer armed
+
+	mcastGroups int    // multicast groups the QP is attached to (mcast.go)
+	mcastSeq    uint64 // the device's mcastSeq of the last multicast packet it was given
 }
 
 // CreateQP makes a QP in pd.
@@ -113,11 +116,12 @@ func (d *Device) CreateQP(pd *PD, a QPInitAttr) (*QP, error) {
 }
 
 // allocQPN picks the next free QP number. QPNs 0 and 1 are the special
-// QPs of the subnet management and general services interfaces.
+// QPs of the subnet management and general services interfaces, and
+// 0xFFFFFF is the DestQP of multicast packets.
 func (d *Device) allocQPN() uint32 {
 	for {
 		d.nextQPN = (d.nextQPN + 1) & wire.MaxQPN
-		if d.nextQPN < 2 {
+		if d.nextQPN < 2 || d.nextQPN == mcastQPN {
 			continue
 		}
 		if d.qps[d.nextQPN] == nil {
@@ -127,10 +131,14 @@ func (d *Device) allocQPN() uint32 {
 }
 
 // DestroyQP destroys a QP; its outstanding WRs vanish without completions,
-// as with ibv_destroy_qp.
+// as with ibv_destroy_qp. A QP still attached to a multicast group is
+// refused (ErrBusy), as the kernel refuses it.
 func (d *Device) DestroyQP(qp *QP) error {
 	if qp == nil || d.qps[qp.Num] != qp {
 		return ErrNoSuchObject
+	}
+	if qp.mcastGroups > 0 {
+		return ErrBusy
 	}
 	d.unschedule(qp)
 	if qp.timed {

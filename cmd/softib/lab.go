@@ -120,7 +120,7 @@ func parseLab(path string) (*lab, error) {
 				return nil, bad("node %s needs addr= and host=", n.name)
 			}
 			l.nodes = append(l.nodes, n)
-		case "switch", "router", "hca", "cable", "sl2vl", "vlarb", "capture":
+		case "switch", "router", "hca", "cable", "sl2vl", "vlarb", "capture", "mcast":
 			if l.ib == nil {
 				l.ib = &ibLab{}
 			}
@@ -128,7 +128,7 @@ func parseLab(path string) (*lab, error) {
 				return nil, bad("%v", err)
 			}
 		default:
-			return nil, bad("unknown line %q (lab, node; switch, router, hca, cable, sl2vl, vlarb, capture)", fields[0])
+			return nil, bad("unknown line %q (lab, node; switch, router, hca, cable, sl2vl, vlarb, capture, mcast)", fields[0])
 		}
 	}
 	if err := sc.Err(); err != nil {

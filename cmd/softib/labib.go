@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,10 +27,21 @@ import (
 //	sl2vl SWITCH IN|* OUT|* VL,VL,...   a switch's SL-to-VL table
 //	vlarb SWITCH OUT|* [high=VL:W,...] [low=VL:W,...] [limit=N]
 //	capture SWITCH:PORT FILE            a pcap of what the port carries
+//	mcast MLID HCA,HCA,...              a multicast group's members
 //
 // LIDs not given are assigned in the file's order from 1; switch ports
 // not given are taken in order. The switches' LFTs are computed by
-// minimum hops (vswitch/sm). Switch S runs as vswitch with its
+// minimum hops (vswitch/sm). A multicast group's MLID (0xC000..0xFFFE)
+// is routed along one tree, so that a datagram to it reaches each member
+// once from wherever it enters and never loops (a union of the LFTs'
+// paths to the members would loop wherever the fabric has two paths, as
+// a fat tree has): the breadth-first, min-hop spanning tree of the
+// members' subnet rooted at the first member's switch, pruned to the
+// paths to the members. Each switch's MFT entry for the MLID is its ports
+// on that tree. The members' programs attach their UD QPs to the group
+// (any MGID, this MLID) and send to it with an AH to the MLID and remote
+// QPN 0xFFFFFF; there is no SA to join through. Switch S runs as vswitch
+// with its
 // configuration in /run/softib/LAB-S.conf, its counters on
 // /run/softib/LAB-S.status; verbsd serves the vHCAs (vhca-NAME) on
 // /run/softib/LAB.sock.
@@ -43,6 +55,30 @@ type ibLab struct {
 	// port's LID on its subnet.
 	lfts      map[int]sm.LFT
 	routerLID map[sm.PortRef]uint16
+	mcasts    []ibMcast
+	mfts      map[int][]mftEntry // computed by routeMcast: by switch node
+}
+
+// ibMcast is a multicast group of the topology: its MLID and members
+// (HCA nodes).
+type ibMcast struct {
+	mlid    uint16
+	members []int
+}
+
+// mftEntry is a switch's MFT entry: an MLID and its ports.
+type mftEntry struct {
+	mlid  uint16
+	ports []int
+}
+
+// portList is the entry's ports as a vswitch configuration gives them.
+func (e mftEntry) portList() string {
+	s := make([]string, len(e.ports))
+	for i, p := range e.ports {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
 }
 
 type ibNode struct {
@@ -158,6 +194,30 @@ func (b *ibLab) parse(f []string) error {
 			b.caps = map[string][]string{}
 		}
 		b.caps[name] = append(b.caps[name], "-capture", port+"="+f[2])
+	case "mcast":
+		if len(f) != 3 {
+			return fmt.Errorf("mcast MLID HCA,HCA,...")
+		}
+		mlid, err := strconv.ParseUint(f[1], 0, 16)
+		if err != nil || mlid < 0xC000 || mlid > 0xFFFE {
+			return fmt.Errorf("mcast %s: a multicast LID (0xC000..0xFFFE)", f[1])
+		}
+		g := ibMcast{mlid: uint16(mlid)}
+		for _, m := range b.mcasts {
+			if m.mlid == g.mlid {
+				return fmt.Errorf("mcast %#x given twice", mlid)
+			}
+		}
+		for _, name := range strings.Split(f[2], ",") {
+			i, ok := b.byName[name]
+			if !ok || b.nodes[i].sw {
+				return fmt.Errorf("mcast %#x: no hca %q (declare it first)", mlid, name)
+			}
+			if !slices.Contains(g.members, i) {
+				g.members = append(g.members, i)
+			}
+		}
+		b.mcasts = append(b.mcasts, g)
 	case "sl2vl", "vlarb":
 		if len(f) < 3 {
 			return fmt.Errorf("%s SWITCH ...", f[0])
@@ -199,7 +259,79 @@ func (b *ibLab) resolve() error {
 		}
 		next += 1 << n.lmc
 	}
-	return b.route()
+	if err := b.route(); err != nil {
+		return err
+	}
+	return b.routeMcast()
+}
+
+// routeMcast computes the switches' MFTs: for each group, the min-hop
+// tree described in the header comment.
+func (b *ibLab) routeMcast() error {
+	b.mfts = map[int][]mftEntry{}
+	peer := map[sm.PortRef]sm.PortRef{}
+	for _, c := range b.cables {
+		peer[c.a], peer[c.b] = c.b, c.a
+	}
+	isSwitch := func(n int) bool { return b.nodes[n].sw && !b.nodes[n].router }
+	for _, g := range b.mcasts {
+		// The switch port each member is cabled to.
+		at := make([]sm.PortRef, len(g.members))
+		for k, h := range g.members {
+			p, ok := peer[sm.PortRef{Node: h, Port: 1}]
+			if !ok || !isSwitch(p.Node) {
+				return fmt.Errorf("mcast %#x: hca %s is not cabled to a switch", g.mlid, b.nodes[h].name)
+			}
+			at[k] = p
+		}
+		// Breadth first from the first member's switch, ports in
+		// order: up[x] is x's port towards the root and the port of
+		// the switch it was reached from.
+		root := at[0].Node
+		up := map[int][2]sm.PortRef{root: {}}
+		for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+			x := queue[0]
+			for p := 1; p <= b.nodes[x].ports; p++ {
+				q, ok := peer[sm.PortRef{Node: x, Port: p}]
+				if _, seen := up[q.Node]; ok && isSwitch(q.Node) && !seen {
+					up[q.Node] = [2]sm.PortRef{q, {Node: x, Port: p}}
+					queue = append(queue, q.Node)
+				}
+			}
+		}
+		ports := map[int]map[int]bool{}
+		add := func(p sm.PortRef) bool {
+			if ports[p.Node] == nil {
+				ports[p.Node] = map[int]bool{}
+			}
+			had := ports[p.Node][p.Port]
+			ports[p.Node][p.Port] = true
+			return !had
+		}
+		for k, p := range at {
+			if _, ok := up[p.Node]; !ok {
+				return fmt.Errorf("mcast %#x: hca %s is not in the subnet of hca %s", g.mlid,
+					b.nodes[g.members[k]].name, b.nodes[g.members[0]].name)
+			}
+			add(p)
+			// Up the tree to the root, or to a branch already on it.
+			for x := p.Node; x != root; x = up[x][1].Node {
+				if !add(up[x][0]) {
+					break
+				}
+				add(up[x][1])
+			}
+		}
+		for sw, set := range ports {
+			e := mftEntry{mlid: g.mlid}
+			for p := range set {
+				e.ports = append(e.ports, p)
+			}
+			slices.Sort(e.ports)
+			b.mfts[sw] = append(b.mfts[sw], e)
+		}
+	}
+	return nil
 }
 
 // addr is the UDP address of cable c's end e (0: a, 1: b): loopback, a
@@ -271,6 +403,9 @@ func (b *ibLab) up(l *lab) error {
 			if port != sm.Unreachable && lid > 0 {
 				fmt.Fprintf(&conf, "lft %d %d\n", lid, port)
 			}
+		}
+		for _, e := range b.mfts[i] {
+			fmt.Fprintf(&conf, "mft %#x %s\n", e.mlid, e.portList())
 		}
 		if n.router {
 			b.routerConfig(l, i, &conf)

@@ -67,6 +67,16 @@
 //	SetPath             SetPath → (a port with a TAP and the fast path:
 //	                    which of the two its RoCEv2 takes; PortAttr's
 //	                    Paths and Path tell what it has and uses)
+//	AttachMcast         Mcast → (a UD QP joins the multicast group MGID,
+//	                    MLID: ibv_attach_mcast; joining again is no error;
+//	                    EINVAL for another QP type, a GID not ff00::/8 or
+//	                    a LID not 0xC000..0xFFFE; EOPNOTSUPP on a RoCE port)
+//	DetachMcast         Mcast → (ibv_detach_mcast; EINVAL if the QP is not
+//	                    attached to that group and MLID)
+//
+// DestroyQP of a QP still attached to a multicast group is refused with
+// EBUSY, as the kernel refuses it; closing the connection detaches its
+// QPs before destroying them.
 //
 // Handles name the connection's objects; they are not valid on another
 // connection. verbsd also sends, unasked, Event messages (sequence number

@@ -51,6 +51,8 @@ const (
 	OpAddAddr            Op = 27
 	OpDelAddr            Op = 28
 	OpSetPath            Op = 29
+	OpAttachMcast        Op = 30
+	OpDetachMcast        Op = 31
 	OpEvent              Op = 100 // verbsd to client, unasked: an asynchronous event
 )
 
@@ -64,7 +66,8 @@ var opNames = map[Op]string{
 	OpDestroySRQ: "DestroySRQ", OpCreateQP: "CreateQP", OpModifyQP: "ModifyQP",
 	OpQueryQP: "QueryQP", OpDestroyQP: "DestroyQP", OpCreateAH: "CreateAH",
 	OpDestroyAH: "DestroyAH", OpQueryCounters: "QueryCounters", OpAddAddr: "AddAddr",
-	OpDelAddr: "DelAddr", OpSetPath: "SetPath", OpEvent: "Event",
+	OpDelAddr: "DelAddr", OpSetPath: "SetPath", OpAttachMcast: "AttachMcast",
+	OpDetachMcast: "DetachMcast", OpEvent: "Event",
 }
 
 func (o Op) String() string {
@@ -382,6 +385,16 @@ const (
 type SetPath struct {
 	Port uint32
 	Path uint32
+}
+
+// Mcast attaches a UD QP to a multicast group or detaches it from one
+// (OpAttachMcast, OpDetachMcast: ibv_attach_mcast, ibv_detach_mcast): QP
+// is the QP's Handle, GID the group's MGID and LID its MLID.
+type Mcast struct {
+	QP  uint32
+	LID uint16
+	Pad uint16
+	GID [16]byte
 }
 
 // Event is an asynchronous event (ibv_async_event): Type is an
