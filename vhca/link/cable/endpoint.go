@@ -255,6 +255,15 @@ func (e *Endpoint) ReleaseBlocks(vl uint8, blocks int) {
 func (e *Endpoint) Held(vl uint8) int { return e.rx[vl].used }
 
 // LinkPacket takes a received link packet.
+//
+// The bring-up: an end that is polling says Init until it hears the
+// other end, and comes up on either packet, Init or Normal; an end that
+// is up says only Normal. An Init heard by an end that is up and has
+// heard Normal from the other end means the other end started afresh:
+// the link went down and came back, and both count from zero again. An
+// Init heard before any Normal is the other end's older word, still on
+// its way: nothing to do. (An up end answering Init with Init would set
+// two ends in step bouncing Inits and resetting each other for ever.)
 func (e *Endpoint) LinkPacket(now time.Duration, f wire.FlowControl) {
 	e.heard = now
 	e.Counters.LinkPacketsRcvd++
@@ -263,18 +272,15 @@ func (e *Endpoint) LinkPacket(now time.Duration, f wire.FlowControl) {
 		case e.phys != PhysLinkUp:
 			e.up(now)
 		case e.peerUp:
-			// The other end started afresh while this one was up: the
-			// link went down and came back.
 			e.Counters.LinkDowned++
 			e.up(now)
-			e.sayInit = true
-		default:
-			// Up here, but the other end may have missed our Init.
-			e.sayInit = true
 		}
 		return
 	}
-	if e.phys != PhysLinkUp || int(f.VL()) >= e.vls {
+	if e.phys != PhysLinkUp {
+		e.up(now)
+	}
+	if int(f.VL()) >= e.vls {
 		return
 	}
 	e.peerUp = true
@@ -306,11 +312,6 @@ func (e *Endpoint) LinkPackets(now time.Duration, emit func(op, vl uint8, fctbs,
 			emit(wire.FlowControlInit, 0, 0, 0)
 		}
 		return
-	}
-	if e.sayInit {
-		e.sayInit = false
-		e.Counters.LinkPacketsSent++
-		emit(wire.FlowControlInit, 0, 0, 0)
 	}
 	for vl := range e.vls {
 		r := &e.rx[vl]

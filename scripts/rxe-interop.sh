@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# Proves interoperability between softib and the kernel's Soft-RoCE
+# (rdma_rxe) with Debian's unmodified rdma-core tools and perftest:
+#
+#   scripts/rxe-interop.sh        (root)
+#
+# This machine's kernel may have no RDMA stack, so rxe runs in a VM:
+# Debian 12's 6.1 kernel (the package linux-image-amd64 depends on, as
+# scripts/verifier-kernels.sh picks it, cached in
+# /var/cache/softib/kernels) boots under qemu with an initramfs holding
+# ib_core, ib_uverbs, rdma_rxe and their dependencies, rdma-core's and
+# perftest's programs with their libraries (apt-get download, cached in
+# /var/cache/softib/rxe-userspace) and scripts/rxe-interop-init as
+# /init. The init gives eth0 10.99.0.2/24 (MTU 1500), runs `rdma link
+# add rxe0 type rxe netdev eth0` and then runs the commands this script
+# sends to its TCP port 7000.
+#
+# Everything on the host side lives in one network namespace the script
+# makes (rxeinterop): a bridge br0 with the kernel address 10.99.0.101/24
+# (for the TCP setup exchanges), qemu's TAP and the TAP of verbsd's
+# vHCA vhca0 (10.99.0.1: the vHCA's own address, behind its TAP). qemu
+# runs inside the namespace; verbsd puts its TAP there (netns=). The
+# machine's own interfaces are never touched. On exit, whatever
+# happened, qemu, verbsd and the capture are stopped and the namespace
+# deleted.
+#
+# The tests, each with one server and one client, softib on one side
+# and rxe on the other: ibv_rc_pingpong both ways, ib_write_bw both
+# ways, ib_send_lat both ways, ibv_ud_pingpong both ways. br0 is
+# captured by dumpcap and the capture is checked by
+# ../shared/tools/check_pcap.py (every RoCE packet's ICRC, both sides').
+# Each test prints PASS or FAIL with both sides' output; the script
+# exits non-zero if one failed.
+#
+# Environment: RXE_INTEROP_DIR (logs, capture; /tmp/softib-rxe-interop),
+# RXE_INTEROP_TESTS (the tests to run, by name; all), RXE_INTEROP_TIMEOUT
+# (seconds per test side; 120), RXE_INTEROP_SMP (the VM's CPUs; 2), GO.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "$0: run as root (network namespaces, TAPs, qemu)" >&2
+	exit 1
+fi
+cd "$(dirname "$0")/.."
+start=$SECONDS
+GO=${GO:-go}
+NS=rxeinterop
+VMIP=10.99.0.2
+HOSTIP=10.99.0.101 # the namespace kernel's address, for TCP exchanges
+VHCAIP=10.99.0.1   # the vHCA's address (its GID), behind its TAP
+CTL=7000           # the VM init's control port
+TMO=${RXE_INTEROP_TIMEOUT:-120}
+SMP=${RXE_INTEROP_SMP:-2}
+OUT=${RXE_INTEROP_DIR:-/tmp/softib-rxe-interop}
+KCACHE=${XDG_CACHE_HOME:-/var/cache}/softib/kernels
+UCACHE=${XDG_CACHE_HOME:-/var/cache}/softib/rxe-userspace
+CHECKER=../shared/tools/check_pcap.py
+[ -f "$CHECKER" ] || CHECKER=/work/shared/tools/check_pcap.py
+mkdir -p "$OUT" "$KCACHE" "$UCACHE"
+rm -f "$OUT"/*.host "$OUT"/*.vm "$OUT"/serial.log "$OUT"/rxe.pcap "$OUT"/verbsd.log
+tmp=$(mktemp -d /tmp/softib-rxe-interop.XXXXXX)
+SOCK=$tmp/verbsd.sock
+say() { echo "rxe-interop: $*"; }
+
+# --- clean-up: only what this script started --------------------------------
+qpid= vpid= cpid= ns_made=
+bg=() # background test sides
+cleanup() {
+	local rc=$?
+	set +e
+	for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done
+	[ -n "$qpid" ] && kill "$qpid" 2>/dev/null && wait "$qpid" 2>/dev/null
+	[ -n "$cpid" ] && kill -INT "$cpid" 2>/dev/null && wait "$cpid" 2>/dev/null
+	[ -n "$vpid" ] && kill "$vpid" 2>/dev/null && wait "$vpid" 2>/dev/null
+	[ -n "$ns_made" ] && ip netns del "$NS" 2>/dev/null
+	rm -rf "$tmp"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- what the script needs -------------------------------------------------
+need=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+command -v cpio >/dev/null 2>&1 || need+=(cpio)
+command -v dumpcap >/dev/null 2>&1 || need+=(wireshark-common)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+if [ ${#need[@]} -gt 0 ]; then
+	say "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+# fetch DIR PACKAGE prints the path of PACKAGE's .deb in DIR, downloading
+# it there if it is not.
+fetch() {
+	local dir=$1 pkg=$2 deb
+	deb=$(ls "$dir/${pkg}"_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+	if [ -z "$deb" ]; then
+		(cd "$dir" && apt-get -o APT::Sandbox::User=root download -q "$pkg" >&2) || return 1
+		deb=$(ls "$dir/${pkg}"_*.deb | sort -V | tail -n1) || return 1
+	fi
+	echo "$deb"
+}
+
+# --- the kernel: bookworm's 6.1 ----------------------------------------------
+kdeb=$(ls "$KCACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+if [ -z "$kdeb" ]; then
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-6\.1\.0-[0-9]*-amd64\)$/\1/p' | head -n1)
+	[ -n "$kpkg" ] || kpkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' 2>/dev/null |
+		awk '{print $1}' | sort -V | tail -n1)
+	if [ -z "$kpkg" ]; then
+		say "no linux-image-6.1.0-*-amd64 in the apt sources (scripts/verifier-kernels.sh can fetch bookworm's into $KCACHE)" >&2
+		exit 1
+	fi
+	kdeb=$(fetch "$KCACHE" "$kpkg")
+fi
+say "kernel: $kdeb"
+
+# --- the initramfs -----------------------------------------------------------
+root=$tmp/root x=$tmp/x
+mkdir -p "$root"/{dev,proc,sys,run,tmp,modules,etc/libibverbs.d,usr/bin,usr/sbin,usr/lib/x86_64-linux-gnu,lib64} "$x"
+for d in bin sbin lib; do ln -s "usr/$d" "$root/$d"; done
+mknod -m 600 "$root/dev/console" c 5 1
+say "building the VM's init, verbsd and softib"
+CGO_ENABLED=0 "$GO" build -trimpath -o "$root/init" ./scripts/rxe-interop-init
+"$GO" build -o "$tmp/bin/" ./cmd/verbsd ./cmd/softib
+softib=$tmp/bin/softib
+
+# Userspace: Debian's rdma-core 44 and perftest, unmodified.
+upkgs=(libibverbs1 ibverbs-providers ibverbs-utils perftest librdmacm1 libnl-3-200 libnl-route-3-200 libpci3 iproute2)
+for p in "${upkgs[@]}"; do
+	deb=$(fetch "$UCACHE" "$p") || { say "cannot download $p" >&2; exit 1; }
+	dpkg-deb -x "$deb" "$x/u"
+done
+say "userspace: $(for p in "${upkgs[@]}"; do printf '%s ' "$p=$(dpkg-deb -f "$(fetch "$UCACHE" "$p")" Version)"; done)"
+ulib=$x/u/usr/lib/x86_64-linux-gnu:$x/u/lib/x86_64-linux-gnu
+# pack FILE DEST: FILE at DEST in the initramfs, with the libraries it
+# needs (those of the extracted packages first, else the machine's),
+# all in /usr/lib/x86_64-linux-gnu, the loader in /lib64.
+pack() {
+	local f=$1 dest=$2 lib
+	install -D -m 755 "$f" "$root$dest"
+	for lib in $(LD_LIBRARY_PATH=$ulib ldd "$f" | grep -o '/[^ ]*' || true); do
+		case $lib in
+		*/ld-linux*) [ -e "$root/lib64/${lib##*/}" ] || cp -L "$lib" "$root/lib64/" ;;
+		*) [ -e "$root/usr/lib/x86_64-linux-gnu/${lib##*/}" ] || cp -L "$lib" "$root/usr/lib/x86_64-linux-gnu/" ;;
+		esac
+	done
+}
+for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_uc_pingpong ib_write_bw ib_send_lat ib_send_bw ib_read_bw ib_write_lat rdma; do
+	pack "$x/u/usr/bin/$b" "/usr/bin/$b"
+done
+pack "$x/u/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so" /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cp "$x/u/etc/libibverbs.d/rxe.driver" "$root/etc/libibverbs.d/"
+for t in ip sh cat; do
+	p=$(command -v "$t") && pack "$(readlink -f "$p")" "/usr/bin/$t"
+done
+
+# Kernel modules, dependencies first (their modinfo "depends="),
+# decompressed, listed in /modules/order.
+declare -A packed
+modules() {
+	local dir=$1 m f deps
+	shift
+	for m in "$@"; do
+		m=${m//-/_}
+		[ -n "${packed[$m]:-}" ] && continue
+		packed[$m]=1
+		f=$(find "$dir" -regextype posix-extended -regex ".*/${m//_/[-_]}\.ko(\.xz|\.zst|\.gz)?" | head -n1)
+		if [ -z "$f" ]; then
+			say "module $m: not in the package (built in?)"
+			continue
+		fi
+		case $f in
+		*.xz) xz -dc "$f" >"$tmp/$m.ko" ;;
+		*.zst) zstd -qdc "$f" >"$tmp/$m.ko" ;;
+		*.gz) gzip -dc "$f" >"$tmp/$m.ko" ;;
+		*) cp "$f" "$tmp/$m.ko" ;;
+		esac
+		deps=$(tr '\0' '\n' <"$tmp/$m.ko" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' ')
+		[ -n "$deps" ] && modules "$dir" $deps
+		mv "$tmp/$m.ko" "$root/modules/$m.ko"
+		echo "$m.ko" >>"$root/modules/order"
+	done
+}
+dpkg-deb -x "$kdeb" "$x/k"
+vmlinuz=$(ls "$x"/k/boot/vmlinuz-* | head -n1)
+rel=${vmlinuz##*/vmlinuz-}
+# crc32_generic: rxe asks the crypto API for "crc32", which has no
+# modprobe to load it here.
+modules "$x/k/lib/modules/$rel" virtio_pci virtio_net crc32_generic ib_core ib_uverbs rdma_rxe
+cp "$vmlinuz" "$tmp/vmlinuz"
+rm -rf "$x"
+(cd "$root" && find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet) | gzip -1 >"$tmp/initrd.gz"
+say "initramfs: $(du -h "$tmp/initrd.gz" | cut -f1), modules: $(tr '\n' ' ' <"$root/modules/order")"
+
+# --- the namespace: br0, qemu's TAP, the vHCA's TAP ---------------------------
+if ip netns list | grep -qw "^$NS"; then
+	if [ -n "$(ip netns pids "$NS" 2>/dev/null)" ]; then
+		say "namespace $NS exists with processes in it (another run?): not touching it" >&2
+		exit 1
+	fi
+	ip netns del "$NS"
+fi
+ip netns add "$NS"
+ns_made=1
+nsx() { ip netns exec "$NS" "$@"; }
+nsx ip link set lo up
+nsx ip link add br0 type bridge
+nsx ip link set br0 type bridge forward_delay 0 stp_state 0
+nsx ip link set br0 mtu 1500
+nsx ip addr add "$HOSTIP/24" dev br0
+nsx ip tuntap add dev qtap0 mode tap
+nsx ip link set qtap0 mtu 1500 master br0 up
+nsx ip link set br0 up
+
+"$tmp/bin/verbsd" -socket "$SOCK" -device "vhca0,tap,addr=$VHCAIP,mtu=1500,netns=/var/run/netns/$NS" >"$OUT/verbsd.log" 2>&1 &
+vpid=$!
+for _ in $(seq 100); do
+	nsx ip link show vhca0 >/dev/null 2>&1 && [ -S "$SOCK" ] && break
+	kill -0 "$vpid" 2>/dev/null || { say "verbsd ended:"; cat "$OUT/verbsd.log"; exit 1; }
+	sleep 0.1
+done
+nsx ip link set vhca0 master br0
+nsx ip link set vhca0 up
+hsb() { nsx "$softib" -socket "$SOCK" "$@"; } # softib in the namespace
+hsb gids vhca0 | sed 's/^/    /'
+HG=$(hsb gids vhca0 | awk -v a="$VHCAIP" '$5 == a && $6 == "v2" {print $3; exit}')
+[ -n "$HG" ] || { say "vhca0 has no RoCEv2 GID for $VHCAIP"; exit 1; }
+say "vhca0: GID index $HG (::ffff:$VHCAIP)"
+
+pcap=$OUT/rxe.pcap
+nsx dumpcap -q -P -i br0 -w "$pcap" 2>"$tmp/dumpcap.err" &
+cpid=$!
+for _ in $(seq 50); do [ -s "$pcap" ] && break; sleep 0.1; done
+
+# --- the VM ------------------------------------------------------------------
+log=$OUT/serial.log
+: >"$log"
+vmlimit=${RXE_INTEROP_VM_LIMIT:-1500} # seconds: the VM powers itself off then, whatever happens
+say "booting $rel under qemu (TCG, $SMP CPUs; serial log: $log)"
+nsx timeout -k 10 "$vmlimit" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -no-reboot \
+	-kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.gz" \
+	-append "console=ttyS0 panic=-1 quiet rxeinterop.addr=$VMIP/24 rxeinterop.mtu=1500 rxeinterop.port=$CTL rxeinterop.limit=$vmlimit" \
+	-display none -monitor none -serial "file:$log" \
+	-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no \
+	-device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:02 </dev/null >"$tmp/qemu.out" 2>&1 &
+qpid=$!
+t0=$SECONDS
+until grep -q '^INIT READY' "$log" 2>/dev/null; do
+	if ! kill -0 "$qpid" 2>/dev/null || grep -qE '^(NET|RXE|INIT) FAIL|Kernel panic' "$log" || [ $((SECONDS - t0)) -gt 600 ]; then
+		say "the VM did not get ready:"
+		cat "$tmp/qemu.out"
+		sed 's/\r$//' "$log" | tail -n 80 | sed 's/^/    /'
+		exit 1
+	fi
+	sleep 1
+done
+say "VM ready in $((SECONDS - t0))s:"
+sed 's/\r$//' "$log" | grep -E '^(KERNEL|MODULE|NET|GID|\[rdma\]|\[ibv_devices\])' | sed 's/^/    /'
+sed 's/\r$//' "$log" | grep -E '^\[ibv_devinfo\]' | grep -E 'hca_id|transport|fw_ver|node_guid|phys_port_cnt|state:|max_mtu|active_mtu|link_layer|GID\[' | sed 's/^/    /'
+G=$(sed 's/\r$//' "$log" | sed -n 's/^GID INDEX \([0-9]*\) .*/\1/p' | head -n1)
+say "rxe0: GID index $G (::ffff:$VMIP)"
+
+# vm TAG TIMEOUT WAITPORT ARGV...: runs ARGV in the VM, its output
+# (then "EXIT rc=N") on standard output.
+vm() {
+	local tag=$1 t=$2 port=$3
+	shift 3
+	nsx timeout -k 5 $((t + 30)) bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; shift 2; echo "$*" >&3; cat <&3' _ "$VMIP" "$CTL" "$tag" "$t" "$port" "$@"
+}
+
+# --- the tests ---------------------------------------------------------------
+results=()
+failed=0
+# show NAME: both sides' output, indented.
+show() {
+	echo "  -- rxe (VM): ${vmcmd[*]}"
+	sed 's/^/    /' "$OUT/$1.vm"
+	echo "  -- softib (host): softib ${hostcmd[*]}"
+	sed 's/^/    /' "$OUT/$1.host"
+}
+# verdict NAME HOSTRC CHECK...: PASS if the VM side exited 0, the host
+# side too and each CHECK (NAME.vm:REGEX or NAME.host:REGEX) matches.
+verdict() {
+	local name=$1 hrc=$2 ok=1 why=() c f re
+	shift 2
+	grep -q '^EXIT rc=0$' "$OUT/$name.vm" || { ok=0; why+=("rxe side: $(grep '^EXIT' "$OUT/$name.vm" || echo 'no exit status')"); }
+	[ "$hrc" -eq 0 ] || { ok=0; why+=("softib side: exit status $hrc"); }
+	for c in "$@"; do
+		f=${c%%:*} re=${c#*:}
+		grep -Eq -- "$re" "$OUT/$name.$f" || { ok=0; why+=("no /$re/ in the $f side's output"); }
+	done
+	if [ $ok -eq 1 ]; then
+		echo "PASS $name"
+		results+=("PASS $name")
+	else
+		echo "FAIL $name: ${why[*]}"
+		results+=("FAIL $name")
+		failed=1
+	fi
+}
+# vm_server NAME PORT VMARGV... -- HOSTARGV...: the server in the VM,
+# the client softib on the host.
+vm_server() {
+	local name=$1 port=$2 hrc=0 vp
+	shift 2
+	vmcmd=() hostcmd=()
+	while [ "$1" != -- ]; do vmcmd+=("$1"); shift; done
+	shift
+	hostcmd=("$@")
+	echo
+	echo "== $name: server rxe (VM), client softib (host)"
+	vm "$name" "$TMO" "$port" "${vmcmd[@]}" >"$OUT/$name.vm" 2>&1 &
+	vp=$!
+	bg+=("$vp")
+	local t=$SECONDS
+	until grep -qE '^(LISTENING|EXIT)' "$OUT/$name.vm"; do
+		kill -0 "$vp" 2>/dev/null || break
+		[ $((SECONDS - t)) -lt 60 ] || break
+		sleep 0.2
+	done
+	if grep -q '^LISTENING' "$OUT/$name.vm"; then
+		timeout -k 5 "$TMO" ip netns exec "$NS" "$softib" -socket "$SOCK" "${hostcmd[@]}" >"$OUT/$name.host" 2>&1 || hrc=$?
+	else
+		echo "(the server did not listen)" >"$OUT/$name.host"
+		hrc=1
+	fi
+	wait "$vp" || true
+	show "$name"
+	verdict "$name" "$hrc" "${checks[@]}"
+}
+# host_server NAME PORT HOSTARGV... -- VMARGV...: the server softib on
+# the host, the client in the VM.
+host_server() {
+	local name=$1 port=$2 hrc=0 hp
+	shift 2
+	vmcmd=() hostcmd=()
+	while [ "$1" != -- ]; do hostcmd+=("$1"); shift; done
+	shift
+	vmcmd=("$@")
+	echo
+	echo "== $name: server softib (host), client rxe (VM)"
+	timeout -k 5 "$TMO" ip netns exec "$NS" "$softib" -socket "$SOCK" "${hostcmd[@]}" >"$OUT/$name.host" 2>&1 &
+	hp=$!
+	bg+=("$hp")
+	local t=$SECONDS
+	until nsx ss -Hltn "sport = :$port" | grep -q .; do
+		kill -0 "$hp" 2>/dev/null || break
+		[ $((SECONDS - t)) -lt 30 ] || break
+		sleep 0.1
+	done
+	vm "$name" "$TMO" 0 "${vmcmd[@]}" >"$OUT/$name.vm" 2>&1 || true
+	wait "$hp" || hrc=$?
+	show "$name"
+	verdict "$name" "$hrc" "${checks[@]}"
+}
+
+want() { [ -z "${RXE_INTEROP_TESTS:-}" ] || [[ " $RXE_INTEROP_TESTS " == *" $1 "* ]]; }
+pp='[0-9]+ bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec'
+it='[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter'
+P=18515 # the TCP port of rdma-core's pingpongs and of perftest
+
+checks=("vm:$pp" "vm:$it" "host:$pp" "host:$it")
+want rc_pingpong && vm_server rc_pingpong $P \
+	ibv_rc_pingpong -d rxe0 -g "$G" -n 100 -- \
+	pingpong -d vhca0 -g "$HG" -n 100 "$VMIP"
+want rc_pingpong_rev && host_server rc_pingpong_rev $P \
+	pingpong -d vhca0 -g "$HG" -n 100 -- \
+	ibv_rc_pingpong -d rxe0 -g "$G" -n 100 "$HOSTIP"
+
+checks=("host:^ *65536 +200 +[0-9.]+ +[0-9.]+")
+want write_bw && vm_server write_bw $P \
+	ib_write_bw -d rxe0 -x "$G" -s 65536 -n 200 -- \
+	perf write_bw -d vhca0 -x "$HG" -s 65536 -n 200 "$VMIP"
+checks=("vm:^ *65536 +200 +[0-9.]+ +[0-9.]+")
+want write_bw_rev && host_server write_bw_rev $P \
+	perf write_bw -d vhca0 -x "$HG" -s 65536 -n 200 -- \
+	ib_write_bw -d rxe0 -x "$G" -s 65536 -n 200 "$HOSTIP"
+
+checks=("vm:^ *2 +200 +[0-9.]+" "host:^ *2 +200 +[0-9.]+")
+want send_lat && vm_server send_lat $P \
+	ib_send_lat -d rxe0 -x "$G" -n 200 -- \
+	perf send_lat -d vhca0 -x "$HG" -n 200 "$VMIP"
+want send_lat_rev && host_server send_lat_rev $P \
+	perf send_lat -d vhca0 -x "$HG" -n 200 -- \
+	ib_send_lat -d rxe0 -x "$G" -n 200 "$HOSTIP"
+
+checks=("vm:$pp" "vm:$it" "host:$pp" "host:$it")
+want ud_pingpong && vm_server ud_pingpong $P \
+	ibv_ud_pingpong -d rxe0 -g "$G" -s 512 -n 100 -- \
+	pingpong -T ud -d vhca0 -g "$HG" -s 512 -n 100 "$VMIP"
+want ud_pingpong_rev && host_server ud_pingpong_rev $P \
+	pingpong -T ud -d vhca0 -g "$HG" -s 512 -n 100 -- \
+	ibv_ud_pingpong -d rxe0 -g "$G" -s 512 -n 100 "$HOSTIP"
+
+# --- the end: the VM's counters, power-off, the capture's check ---------------
+echo
+vm counters 30 0 sh -c 'for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "${f##*/} $(cat $f)"; done' >"$OUT/counters.vm" 2>&1 || true
+say "rxe0's counters in the VM (non-zero):"
+awk '$2 != 0 && $1 != "EXIT"' "$OUT/counters.vm" | sed 's/^/    /'
+vm poweroff 10 0 poweroff >/dev/null 2>&1 || true
+for _ in $(seq 60); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.5; done
+kill "$qpid" 2>/dev/null || true
+wait "$qpid" 2>/dev/null || true
+qpid=
+sed -i 's/\r$//' "$log"
+if grep -E 'rdma_rxe|rxe0|BUG|WARNING|Oops' "$log" | grep -v '^\[' | head -n 20 | grep -q .; then
+	say "kernel messages about rxe in the VM:"
+	grep -E 'rdma_rxe|rxe0|BUG|WARNING|Oops' "$log" | grep -v '^\[' | head -n 20 | sed 's/^/    /'
+fi
+sleep 0.3
+kill -INT "$cpid" 2>/dev/null || true
+wait "$cpid" 2>/dev/null || true
+cpid=
+echo
+say "capture of br0: $pcap ($(du -h "$pcap" | cut -f1))"
+pc=0
+if [ -f "$CHECKER" ]; then
+	python3 "$CHECKER" -q --require-roce "$pcap" || pc=$?
+	if [ $pc -eq 0 ]; then
+		results+=("PASS capture (check_pcap.py: every RoCE packet's ICRC)")
+	else
+		results+=("FAIL capture (check_pcap.py exit $pc)")
+		failed=1
+	fi
+else
+	say "no $CHECKER: the capture is not checked"
+fi
+
+echo
+say "summary (logs and capture in $OUT):"
+for r in "${results[@]}"; do echo "    $r"; done
+say "done in $((SECONDS - start))s"
+exit $failed
