@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/softib/softib/client"
-	"github.com/softib/softib/vhca"
 	"github.com/softib/softib/verbsd"
 	"github.com/softib/softib/verbsd/verbsdtest"
+	"github.com/softib/softib/vhca"
 )
 
 // A ring of four switches, a vHCA on each, all-to-all UD traffic: the
