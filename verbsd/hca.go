@@ -50,7 +50,8 @@ type DeviceConfig struct {
 	// XDPMode is how the steering program attaches for Uplink or Attach.
 	XDPMode ebpf.Mode
 	// Cable makes the port a native InfiniBand port on a cable to a
-	// vswitch or another vHCA (not with Pipe, TAP or Attach).
+	// vswitch or another vHCA (not with Pipe, TAP or Attach); its UDP
+	// socket lives in Netns if that is set.
 	Cable *CableConfig
 	// Seed makes keys and PSNs repeatable (tests); zero: random.
 	Seed uint64

@@ -59,8 +59,8 @@ func ibPort(c *CableConfig, guid uint64) (vhca.PortConfig, error) {
 }
 
 // openCable opens the cable of a device's IB port.
-func openCable(name string, c *CableConfig) (*cable.Cable, error) {
-	k, err := cable.Open(cable.Config{Name: name, Local: c.Local, Peer: c.Peer, VLs: c.VLs, BufferBlocks: c.BufferBlocks})
+func openCable(name, netns string, c *CableConfig) (*cable.Cable, error) {
+	k, err := cable.Open(cable.Config{Name: name, Local: c.Local, Peer: c.Peer, VLs: c.VLs, BufferBlocks: c.BufferBlocks, Netns: netns})
 	if err != nil {
 		return nil, fmt.Errorf("device %q: %w", name, err)
 	}

@@ -150,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 			closeLinks(hcas)
 			return nil, fmt.Errorf("device %q: a port has one link (pipe or cable)", dc.Name)
 		}
-		k, err := openCable(dc.Name, dc.Cable)
+		k, err := openCable(dc.Name, dc.Netns, dc.Cable)
 		if err != nil {
 			closeLinks(hcas)
 			return nil, err

@@ -52,6 +52,7 @@ type lab struct {
 	name  string
 	nodes []labNode
 	ib    *ibLab // an InfiniBand lab: switches, vHCAs, cables (labib.go)
+	netns bool   // an InfiniBand lab whose nodes each have a namespace
 }
 
 func parseLab(path string) (*lab, error) {
@@ -72,10 +73,11 @@ func parseLab(path string) (*lab, error) {
 		}
 		switch fields[0] {
 		case "lab":
-			if len(fields) != 2 || !validName(fields[1], 8) {
-				return nil, bad("lab NAME (letters and digits, up to 8)")
+			if len(fields) < 2 || len(fields) > 3 || !validName(fields[1], 8) || len(fields) == 3 && fields[2] != "netns" {
+				return nil, bad("lab NAME [netns] (NAME: letters and digits, up to 8)")
 			}
 			l.name = fields[1]
+			l.netns = len(fields) == 3
 		case "node":
 			if len(fields) < 2 || !validName(fields[1], 6) {
 				return nil, bad("node NAME (letters and digits, up to 6) addr=IP/LEN host=IP/LEN [mtu=N] [path=tap|xdp|attach]")

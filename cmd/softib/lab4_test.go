@@ -65,7 +65,12 @@ func TestLabFastPath(t *testing.T) {
 // UD datagram: on Ethernet with GID 1 (the first address), on InfiniBand
 // by LID.
 func allPairs(t *testing.T, prefix, topo string) (softib, name, file string) {
-	softib, name, file = labFile(t, prefix, topo)
+	return allPairsOpts(t, prefix, "", topo)
+}
+
+// allPairsOpts is allPairs with options on the lab line.
+func allPairsOpts(t *testing.T, prefix, labOpts, topo string) (softib, name, file string) {
+	softib, name, file = labFileOpts(t, prefix, labOpts, topo)
 	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}

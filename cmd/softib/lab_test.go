@@ -71,6 +71,12 @@ func TestLabUpDown(t *testing.T) {
 // cleanup (whether or not the test brought it up). Root only.
 func labFile(t *testing.T, prefix, nodes string) (softib, name, file string) {
 	t.Helper()
+	return labFileOpts(t, prefix, "", nodes)
+}
+
+// labFileOpts is labFile with options on the lab line (netns).
+func labFileOpts(t *testing.T, prefix, opts, nodes string) (softib, name, file string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatal("the lab tests need root")
@@ -84,7 +90,7 @@ func labFile(t *testing.T, prefix, nodes string) (softib, name, file string) {
 	softib = filepath.Join(bin, "softib")
 	name = fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
 	file = filepath.Join(t.TempDir(), "lab")
-	if err := os.WriteFile(file, []byte("lab "+name+"\n"+nodes), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("lab "+name+" "+opts+"\n"+nodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,9 +18,11 @@ import (
 
 // An InfiniBand lab: vswitch processes and one verbsd whose vHCAs have
 // native IB ports, joined by cables (UDP on loopback, one port number per
-// cable end). The topology file's lines:
+// cable end; or, with `lab NAME netns`, each node's sockets in a network
+// namespace of its own, LAB-NODE, and each cable a veth pair between two
+// of them, which tc and netem can disturb). The topology file's lines:
 //
-//	lab NAME
+//	lab NAME [netns]
 //	switch NAME [ports=N] [vls=N] [buffer=BLOCKS] [hoq=DURATION] [life=DURATION] [lid=N]
 //	router NAME [ports=N] [vls=N] [buffer=BLOCKS]
 //	hca NAME [lid=N] [lmc=N] [vls=N] [sl2vl=VL:VL:...] [prefix=HEX]
@@ -337,10 +340,58 @@ func (b *ibLab) routeMcast() error {
 // addr is the UDP address of cable c's end e (0: a, 1: b): loopback, a
 // port number from the lab's name so that two labs do not collide.
 func (b *ibLab) addr(l *lab, c, e int) string {
+	if l.netns {
+		// A veth pair per cable between the two nodes' namespaces.
+		return net.JoinHostPort(fmt.Sprintf("10.250.%d.%d", c, 1+e), "7000")
+	}
 	h := fnv.New32a()
 	h.Write([]byte(l.name))
 	base := 20000 + int(h.Sum32()%2000)*16
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2*c+e))
+}
+
+// nodeNS is the namespace of node n in a lab with netns.
+func (l *lab) nodeNS(n ibNode) string { return l.name + "-" + n.name }
+
+// netnsOpt is the option that puts a node's sockets in its namespace.
+func (l *lab) netnsOpt(n ibNode) string {
+	if !l.netns {
+		return ""
+	}
+	return "netns=/var/run/netns/" + l.nodeNS(n)
+}
+
+// namespaces makes a namespace per node and a veth pair per cable
+// between the namespaces of its two ends, with the cable's addresses.
+func (b *ibLab) namespaces(l *lab) error {
+	if len(b.cables) > 255 {
+		return fmt.Errorf("lab %s: %d cables; a lab with netns has at most 255", l.name, len(b.cables))
+	}
+	for _, n := range b.nodes {
+		if err := ip("netns", "add", l.nodeNS(n)); err != nil {
+			return err
+		}
+		if err := ip("-n", l.nodeNS(n), "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	for c, k := range b.cables {
+		na, nb := l.nodeNS(b.nodes[k.a.Node]), l.nodeNS(b.nodes[k.b.Node])
+		name := fmt.Sprintf("c%d", c)
+		steps := [][]string{
+			{"-n", na, "link", "add", name, "type", "veth", "peer", "name", name, "netns", nb},
+			{"-n", na, "addr", "add", fmt.Sprintf("10.250.%d.1/24", c), "dev", name},
+			{"-n", nb, "addr", "add", fmt.Sprintf("10.250.%d.2/24", c), "dev", name},
+			{"-n", na, "link", "set", name, "up"},
+			{"-n", nb, "link", "set", name, "up"},
+		}
+		for _, s := range steps {
+			if err := ip(s...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (l *lab) swFile(n ibNode, ext string) string {
@@ -356,6 +407,11 @@ func (b *ibLab) up(l *lab) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if l.netns {
+		if err := b.namespaces(l); err != nil {
+			return fail(err)
+		}
 	}
 	os.MkdirAll("/run/softib", 0o755)
 	verbsdArgs := []string{"-socket", l.socket()}
@@ -382,12 +438,15 @@ func (b *ibLab) up(l *lab) error {
 				}
 				local, peer := b.addr(l, c, e), b.addr(l, c, 1-e)
 				if n.sw {
-					fmt.Fprintf(&conf, "port %d local=%s peer=%s\n", end.Port, local, peer)
+					fmt.Fprintf(&conf, "port %d local=%s peer=%s %s\n", end.Port, local, peer, l.netnsOpt(n))
 				} else {
 					hcaSpec = fmt.Sprintf("vhca-%s,local=%s,peer=%s,lid=%d,lmc=%d,vls=%d,buffer=%d,guid=%#x,prefix=%x",
 						n.name, local, peer, n.lid, n.lmc, n.vls, n.buffer, b.guid(l, n), n.prefix)
 					if n.sl2vl != "" {
 						hcaSpec += ",sl2vl=" + n.sl2vl
+					}
+					if l.netns {
+						hcaSpec += "," + l.netnsOpt(n)
 					}
 				}
 			}
@@ -479,6 +538,9 @@ func (b *ibLab) down(l *lab) error {
 			stop(l.swFile(n, "pid"), "vswitch")
 			os.Remove(l.swFile(n, "conf"))
 			os.Remove(l.swFile(n, "status"))
+		}
+		if l.netns {
+			exec.Command("ip", "netns", "del", l.nodeNS(n)).Run()
 		}
 	}
 	return nil

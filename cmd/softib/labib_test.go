@@ -155,3 +155,26 @@ func TestLabRouter(t *testing.T) {
 		t.Fatalf("subnet A's switch did not count the LID-only packets it could not relay: %d then %d", relay(before), relay(after))
 	}
 }
+
+// An InfiniBand lab whose nodes each have a network namespace, the cables
+// veth pairs between them: the same traffic crosses them.
+func TestLabIBNetns(t *testing.T) {
+	softib, name, file := allPairsOpts(t, "n", "netns", "switch s1\nswitch s2\nhca a\nhca b\ncable a s1\ncable s1 s2\ncable s2 b\n")
+	nss, _ := exec.Command("ip", "netns", "list").Output()
+	for _, n := range []string{"s1", "s2", "a", "b"} {
+		if !strings.Contains(string(nss), name+"-"+n) {
+			t.Fatalf("no namespace for %s: %s", n, nss)
+		}
+	}
+	// The cable between the switches is a veth in their namespaces.
+	if out, err := exec.Command("ip", "-n", name+"-s1", "-s", "link", "show", "c1").CombinedOutput(); err != nil || !strings.Contains(string(out), "veth") && !strings.Contains(string(out), "c1@") {
+		t.Fatalf("cable s1-s2 is no veth in s1's namespace: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(softib, "lab", "down", file).CombinedOutput(); err != nil {
+		t.Fatalf("lab down: %v\n%s", err, out)
+	}
+	nss, _ = exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(nss), name+"-") {
+		t.Fatalf("namespaces left after lab down: %s", nss)
+	}
+}
