@@ -122,7 +122,7 @@ func parseLab(path string) (*lab, error) {
 				return nil, bad("node %s needs addr= and host=", n.name)
 			}
 			l.nodes = append(l.nodes, n)
-		case "switch", "router", "hca", "cable", "sl2vl", "vlarb", "capture", "mcast":
+		case "switch", "router", "hca", "cable", "sl2vl", "vlarb", "capture", "mcast", "lft":
 			if l.ib == nil {
 				l.ib = &ibLab{}
 			}

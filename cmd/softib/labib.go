@@ -30,6 +30,7 @@ import (
 //	sl2vl SWITCH IN|* OUT|* VL,VL,...   a switch's SL-to-VL table
 //	vlarb SWITCH OUT|* [high=VL:W,...] [low=VL:W,...] [limit=N]
 //	capture SWITCH:PORT FILE            a pcap of what the port carries
+//	lft SWITCH LID[-LID] PORT           a static route, over the computed one
 //	mcast MLID HCA,HCA,...              a multicast group's members
 //
 // LIDs not given are assigned in the file's order from 1; switch ports
@@ -221,7 +222,7 @@ func (b *ibLab) parse(f []string) error {
 			}
 		}
 		b.mcasts = append(b.mcasts, g)
-	case "sl2vl", "vlarb":
+	case "sl2vl", "vlarb", "lft":
 		if len(f) < 3 {
 			return fmt.Errorf("%s SWITCH ...", f[0])
 		}

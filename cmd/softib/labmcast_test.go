@@ -134,3 +134,24 @@ func TestLabMcastTree(t *testing.T) {
 		}
 	})
 }
+
+// A static route in the topology file goes after (and over) the computed
+// one in the switch's configuration.
+func TestLabStaticRoute(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/lab"
+	if err := os.WriteFile(file, []byte("lab sr\nswitch s1\nhca a\nhca b\ncable a s1\ncable b s1\nlft s1 3 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := parseLab(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, tb := range l.ib.tables {
+		found = found || strings.Join(tb, " ") == "lft s1 3 7"
+	}
+	if !found {
+		t.Fatalf("the lft line is not kept: %v", l.ib.tables)
+	}
+}
