@@ -374,39 +374,30 @@ func TestBackPressure(t *testing.T) {
 func TestQoS(t *testing.T) {
 	zeros := strings.Repeat("0,", 15) + "0"
 	byVL := "0,1," + strings.Repeat("0,", 13) + "0"
-	measure := func(f *fabric, window time.Duration) (sl0, sl1 int64) {
-		time.Sleep(300 * time.Millisecond) // queues fill
-		b0, _ := f.sink.snapshot()
-		time.Sleep(window)
-		b1, _ := f.sink.snapshot()
-		return b1[0] - b0[0], b1[1] - b0[1]
-	}
-	t.Run("one VL", func(t *testing.T) {
-		f := newFabric(t, 2, "0:0", "sl2vl * * "+zeros+"\n", 1e9, "32M")
+	// share floods from a (SL0) and b (SL1) and returns SL1's bytes over
+	// SL0's at the sink, over a second once the queues have filled.
+	share := func(f *fabric) float64 {
 		stop := make(chan struct{})
 		da, db := flood(t, f.sock, "a", 0, 2048, stop), flood(t, f.sock, "b", 1, 2048, stop)
-		sl0, sl1 := measure(f, time.Second)
+		time.Sleep(300 * time.Millisecond)
+		b0, _ := f.sink.snapshot()
+		time.Sleep(time.Second)
+		b1, _ := f.sink.snapshot()
 		close(stop)
 		<-da
 		<-db
-		ratio := float64(sl1) / float64(sl0)
-		t.Logf("SL0 %d bytes, SL1 %d bytes: SL1/SL0 = %.2f", sl0, sl1, ratio)
-		if ratio < 0.8 || ratio > 1.25 {
-			t.Errorf("both SLs on VL0: SL1/SL0 = %.2f, want about 1", ratio)
+		sl0, sl1 := b1[0]-b0[0], b1[1]-b0[1]
+		t.Logf("SL0 %d bytes, SL1 %d bytes: SL1/SL0 = %.2f", sl0, sl1, float64(sl1)/float64(sl0))
+		return float64(sl1) / float64(sl0)
+	}
+	t.Run("one VL", func(t *testing.T) {
+		if r := share(newFabric(t, 2, "0:0", "sl2vl * * "+zeros+"\n", 1e9, "32M")); r < 0.8 || r > 1.25 {
+			t.Errorf("both SLs on VL0: SL1/SL0 = %.2f, want about 1", r)
 		}
 	})
 	t.Run("weights 1:4", func(t *testing.T) {
-		f := newFabric(t, 2, "0:1", "sl2vl * * "+byVL+"\nvlarb * low=0:16,1:64\n", 1e9, "32M")
-		stop := make(chan struct{})
-		da, db := flood(t, f.sock, "a", 0, 2048, stop), flood(t, f.sock, "b", 1, 2048, stop)
-		sl0, sl1 := measure(f, time.Second)
-		close(stop)
-		<-da
-		<-db
-		ratio := float64(sl1) / float64(sl0)
-		t.Logf("SL0 %d bytes, SL1 %d bytes: SL1/SL0 = %.2f", sl0, sl1, ratio)
-		if ratio < 4*0.85 || ratio > 4*1.15 {
-			t.Errorf("VL0:VL1 weights 1:4: SL1/SL0 = %.2f, want within 15%% of 4", ratio)
+		if r := share(newFabric(t, 2, "0:1", "sl2vl * * "+byVL+"\nvlarb * low=0:16,1:64\n", 1e9, "32M")); r < 4*0.85 || r > 4*1.15 {
+			t.Errorf("VL0:VL1 weights 1:4: SL1/SL0 = %.2f, want within 15%% of 4", r)
 		}
 	})
 	t.Run("high priority", func(t *testing.T) {
