@@ -233,6 +233,7 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 				return reply{err: unreachable(err)}
 			}
 			attr.AV.DMAC = mac
+			s.h.kernelHopLimit(&attr.AV)
 		}
 		return reply{err: s.h.dev.ModifyQP(r.qp, &attr, mask)}
 	case abi.OpQueryQP:
@@ -289,6 +290,7 @@ func (s *session) verb(e *engine, op abi.Op, body []byte, fds []int) (r reply) {
 			return reply{err: unreachable(err)}
 		}
 		av.DMAC = mac
+		s.h.kernelHopLimit(&av)
 		ah, err := s.h.dev.CreateAH(pd, av)
 		if err != nil {
 			return reply{err: err}
@@ -590,4 +592,26 @@ func unreachable(err error) error {
 		return err
 	}
 	return refuse(unix.EHOSTUNREACH, "%v", err)
+}
+
+// kernelHopLimit does to a RoCE AV what the kernel's ib_core does on
+// ibv_modify_qp and ibv_create_ah (ib_resolve_unicast_gid_dmac): a
+// unicast destination reached through the IP stack gets the route's hop
+// limit, 64 (the default IPv4 TTL and IPv6 hop limit), whatever the
+// program asked (ibv_rc_pingpong asks 1, perftest 0xFF); rxe sends TTL
+// 64 for both. Multicast destinations, link-local ones from a RoCEv1
+// GID and InfiniBand ports keep the program's.
+func (h *hca) kernelHopLimit(av *vhca.AV) {
+	if h.cable != nil || !av.IsGlobal {
+		return
+	}
+	d := av.GRH.DGID
+	if netip.AddrFrom16(d).Unmap().IsMulticast() {
+		return
+	}
+	if g := h.dev.Ports[0].GIDs; d[0] == 0xFE && d[1]&0xC0 == 0x80 &&
+		int(av.GRH.SGIDIndex) < len(g) && g[av.GRH.SGIDIndex].Type == vhca.GIDTypeRoCEv1 {
+		return
+	}
+	av.GRH.HopLimit = 64
 }

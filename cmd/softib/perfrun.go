@@ -79,7 +79,12 @@ func runPerf(opts *client.Options, p *perfParams, conn *perftest.Conn, out io.Wr
 	if p.conn == perftest.ConnUD && p.size > uint64(mtu.Bytes()) {
 		return fmt.Errorf("perf: UD messages of %d bytes exceed the %d-byte MTU", p.size, mtu.Bytes())
 	}
-	s.half = (maxSize + 40 + 63) &^ 63
+	// At least a cycle buffer (perftest's page size) from the address
+	// the peer is given: a perftest client steps its remote address by
+	// max(size, cache line) through a whole cycle buffer when size <=
+	// cycle_buffer/2 (increase_rem_addr; atomics always), and perftest's
+	// own buffers are BUFF_SIZE(size, cycle_buffer) each.
+	s.half = max((maxSize+40+63)&^63, 4096)
 	if err := s.setup(p, gidIndex); err != nil {
 		return err
 	}
@@ -452,8 +457,10 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 	word := (*uint32)(unsafe.Pointer(uintptr(unsafe.Pointer(&last[0])) &^ 3))
 	shift := 8 * (uintptr(unsafe.Pointer(&last[0])) & 3)
 	for it := range p.iters {
-		mine := s.isCli
-		// The client sends first; the server answers.
+		// The client sends first and the server answers, except in
+		// write_lat, where perftest's server posts first and its client
+		// waits (run_iter_lat_write: !(scnt < 1 && machine == SERVER)).
+		mine := s.isCli != (p.test.Verb == perftest.VerbWrite)
 		if !mine || p.test.Verb == perftest.VerbRead || p.test.Verb == perftest.VerbAtomic {
 			if p.test.Verb == perftest.VerbWrite {
 				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {

@@ -267,7 +267,11 @@ func serve() {
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			say("INIT FAIL accept: %v", err)
+			select {
+			case <-done: // poweroff closed the listener
+			default:
+				say("INIT FAIL accept: %v", err)
+			}
 			return
 		}
 		go func() {
