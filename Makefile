@@ -5,7 +5,7 @@ PKGS     := ./...
 RACE_PKGS := ./verbsd/... ./client/... ./vhca/link/... ./ebpf/... ./internal/impair
 FUZZTIME ?= 15s
 
-.PHONY: all build test deps vet unit race fuzz bench generate lint demo fastpath
+.PHONY: all build test deps vet unit race fuzz bench generate lint demo fastpath interop
 
 all: build
 
@@ -58,3 +58,8 @@ demo:
 # one two-node lab, in one run (root).
 fastpath:
 	scripts/fastpath.sh
+
+# softib against real Soft-RoCE (rdma_rxe), rdma-core and perftest in a
+# qemu VM (root; downloads Debian's kernel and packages once).
+interop:
+	scripts/rxe-interop.sh
