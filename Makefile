@@ -36,6 +36,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRingIndices$$' -fuzztime 5s ./verbsd/abi
 	$(GO) test -run '^$$' -fuzz '^FuzzScribble$$' -fuzztime 10s -fuzzminimizetime 50x ./client
 	$(GO) test -run '^$$' -fuzz '^FuzzNeighbour$$' -fuzztime 5s -fuzzminimizetime 50x ./verbsd
+	$(GO) test -run '^$$' -fuzz '^FuzzFlowControl$$' -fuzztime 5s -fuzzminimizetime 50x ./vhca/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzPacket$$' -fuzztime 5s -fuzzminimizetime 50x ./vhca/link/cable
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
