@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -95,7 +96,7 @@ func (l *loop) counters(t *testing.T) switchStatus {
 	var st switchStatus
 	select {
 	case b := <-reply:
-		if err := jsonUnmarshal(b, &st); err != nil {
+		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
