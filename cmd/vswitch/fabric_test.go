@@ -87,7 +87,8 @@ func startSwitch(t testing.TB, conf string) *loop {
 	return l
 }
 
-// status reads a switch's counters through its loop.
+// counters reads a switch's status (its ports' states and counters)
+// through its loop.
 func (l *loop) counters(t *testing.T) switchStatus {
 	t.Helper()
 	reply := make(chan []byte, 1)
