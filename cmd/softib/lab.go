@@ -229,6 +229,13 @@ func stop(pidFile, program string) {
 // a session of its own, so that it outlives this command, its output to
 // logFile, its pid in pidFile.
 func spawn(self, program string, args []string, pidFile, logFile string) error {
+	return spawnIn("", self, program, args, pidFile, logFile)
+}
+
+// spawnIn is spawn inside the network namespace ns (`ip netns exec`,
+// which execs the program: the pid is the program's), or where softib
+// is if ns is empty.
+func spawnIn(ns, self, program string, args []string, pidFile, logFile string) error {
 	bin := filepath.Join(filepath.Dir(self), program)
 	if _, err := os.Stat(bin); err != nil {
 		if bin, err = exec.LookPath(program); err != nil {
@@ -242,6 +249,9 @@ func spawn(self, program string, args []string, pidFile, logFile string) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
+	if ns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

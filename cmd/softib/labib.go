@@ -18,9 +18,11 @@ import (
 
 // An InfiniBand lab: vswitch processes and one verbsd whose vHCAs have
 // native IB ports, joined by cables (UDP on loopback, one port number per
-// cable end; or, with `lab NAME netns`, each node's sockets in a network
-// namespace of its own, LAB-NODE, and each cable a veth pair between two
-// of them, which tc and netem can disturb). The topology file's lines:
+// cable end; or, with `lab NAME netns`, each node in a network namespace
+// of its own, LAB-NODE — a switch's vswitch runs there, a vHCA's cable
+// socket is made there by the one verbsd — and each cable a veth pair
+// between two of them, which tc and netem can disturb). The topology
+// file's lines:
 //
 //	lab NAME [netns]
 //	switch NAME [ports=N] [vls=N] [buffer=BLOCKS] [hoq=DURATION] [life=DURATION] [lid=N]
@@ -479,7 +481,11 @@ func (b *ibLab) up(l *lab) error {
 			return fail(err)
 		}
 		args := append([]string{"-config", l.swFile(n, "conf"), "-status", l.swFile(n, "status")}, b.caps[n.name]...)
-		if err := spawn(self, "vswitch", args, l.swFile(n, "pid"), l.swFile(n, "log")); err != nil {
+		ns := ""
+		if l.netns {
+			ns = l.nodeNS(n) // the switch runs in its node's namespace
+		}
+		if err := spawnIn(ns, self, "vswitch", args, l.swFile(n, "pid"), l.swFile(n, "log")); err != nil {
 			return fail(err)
 		}
 		if err := waitFor(l.swFile(n, "status"), "vswitch "+n.name, l.swFile(n, "log")); err != nil {

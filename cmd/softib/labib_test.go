@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,6 +166,18 @@ func TestLabIBNetns(t *testing.T) {
 	for _, n := range []string{"s1", "s2", "a", "b"} {
 		if !strings.Contains(string(nss), name+"-"+n) {
 			t.Fatalf("no namespace for %s: %s", n, nss)
+		}
+	}
+	// Each switch runs in its own namespace.
+	for _, sw := range []string{"s1", "s2"} {
+		b, err := os.ReadFile("/run/softib/" + name + "-" + sw + ".pid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in, want syscall.Stat_t
+		pid := strings.TrimSpace(string(b))
+		if syscall.Stat("/proc/"+pid+"/ns/net", &in) != nil || syscall.Stat("/var/run/netns/"+name+"-"+sw, &want) != nil || in.Ino != want.Ino {
+			t.Fatalf("vswitch %s (pid %s) is not in namespace %s-%s", sw, pid, name, sw)
 		}
 	}
 	// The cable between the switches is a veth in their namespaces.
