@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,10 +45,15 @@ const (
 // Everything runs on the owner's goroutine, in Recv, Send and Flush, so
 // the Endpoint needs no lock; an owner with nothing to do sleeps in poll
 // on FD and Deadline.
+//
+// The socket is a plain descriptor, not a net.UDPConn: Go's netpoller
+// would watch it (edge-triggered, for reading and writing) and wake its
+// thread in epoll_pwait for every datagram sent or received, though no
+// goroutine ever waits on it — a context switch a packet, which on a host
+// with fewer cores than busy threads takes the CPU from the engine and
+// the clients and costs the round trip tens of microseconds.
 type Cable struct {
 	cfg   Config
-	conn  *net.UDPConn
-	rc    syscall.RawConn
 	start time.Time
 	ep    *Endpoint
 
@@ -76,14 +80,6 @@ type Cable struct {
 	nlink    int
 	sendErrs uint64
 	fd       int
-
-	// The system calls through the socket's RawConn: functions made once
-	// (a closure made per call would escape: an allocation a batch),
-	// their arguments and results in these fields.
-	recvFn, sendFn func(fd uintptr) bool
-	ioHdrs         []mmsg.Hdr
-	ioN            int
-	ioErr          unix.Errno
 }
 
 // Open opens the cable's socket and starts its reader.
@@ -108,18 +104,14 @@ func Open(c Config) (*Cable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cable %s: peer address: %w", c.Name, err)
 	}
-	k := &Cable{cfg: c, start: time.Now(), ep: NewEndpoint(c.VLs, c.BufferBlocks, !c.Managed), held: -1}
+	k := &Cable{cfg: c, start: time.Now(), ep: NewEndpoint(c.VLs, c.BufferBlocks, !c.Managed), held: -1, fd: -1}
 	k.ep.SetTiming(c.FCInterval, c.DownAfter, c.PollInterval)
 	err = netnsrun.Run(c.Netns, func() (err error) {
-		k.conn, err = net.DialUDP("udp", local, peer)
+		k.fd, err = dialUDP(local, peer)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cable %s: %w", c.Name, err)
-	}
-	if k.rc, err = k.conn.SyscallConn(); err != nil {
-		k.conn.Close()
-		return nil, err
 	}
 	// The receive buffer must hold all the credits let be in flight, as
 	// the kernel counts it (a small datagram costs it several times its
@@ -127,24 +119,13 @@ func Open(c Config) (*Cable, error) {
 	// else as far as that limit goes. A datagram the kernel drops for
 	// want of room is a packet lost on the link.
 	size := max(8<<20, 16*c.VLs*c.BufferBlocks*64)
-	k.rc.Control(func(fd uintptr) {
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) != nil {
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, size)
-		}
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size) != nil {
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, size)
-		}
-	})
+	if unix.SetsockoptInt(k.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) != nil {
+		unix.SetsockoptInt(k.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size)
+	}
+	if unix.SetsockoptInt(k.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size) != nil {
+		unix.SetsockoptInt(k.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, size)
+	}
 	k.rxHdr, k.rxBuf, _ = mmsg.New(batch, MaxPacket, false)
-	k.recvFn = func(fd uintptr) bool {
-		k.ioN, k.ioErr = mmsg.RecvNow(fd, k.ioHdrs)
-		return true
-	}
-	k.sendFn = func(fd uintptr) bool {
-		k.ioN, k.ioErr = mmsg.SendNow(fd, k.ioHdrs)
-		return true
-	}
-	k.rc.Control(func(fd uintptr) { k.fd = int(fd) })
 	k.tx, k.txLen = make([][]byte, txSlots), make([]int, txSlots)
 	txSlab := make([]byte, txSlots*MaxPacket)
 	for i := range k.tx {
@@ -163,6 +144,49 @@ func Open(c Config) (*Cable, error) {
 	return k, nil
 }
 
+// dialUDP makes a non-blocking UDP socket bound to local and connected to
+// peer, outside Go's netpoller: IPv4 if both addresses are (or local is
+// unspecified), else IPv6 (an IPv4 address as a mapped one).
+func dialUDP(local, peer *net.UDPAddr) (int, error) {
+	family := unix.AF_INET6
+	if peer.IP.To4() != nil && (local.IP == nil || local.IP.To4() != nil) {
+		family = unix.AF_INET
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if family == unix.AF_INET6 {
+		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+	}
+	if err := unix.Bind(fd, sockaddr(family, local)); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind %v: %w", local, err)
+	}
+	if err := unix.Connect(fd, sockaddr(family, peer)); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %v: %w", peer, err)
+	}
+	return fd, nil
+}
+
+// sockaddr is a's socket address in family.
+func sockaddr(family int, a *net.UDPAddr) unix.Sockaddr {
+	if family == unix.AF_INET {
+		sa := &unix.SockaddrInet4{Port: a.Port}
+		copy(sa.Addr[:], a.IP.To4())
+		return sa
+	}
+	sa := &unix.SockaddrInet6{Port: a.Port}
+	copy(sa.Addr[:], a.IP.To16())
+	if a.Zone != "" {
+		if ifi, err := net.InterfaceByName(a.Zone); err == nil {
+			sa.ZoneId = uint32(ifi.Index)
+		}
+	}
+	return sa
+}
+
 // now is the endpoint's clock: time since Open.
 func (k *Cable) now() time.Duration { return time.Since(k.start) }
 
@@ -179,9 +203,7 @@ func (k *Cable) Recv(max int, fn func(pkt []byte) bool) int {
 	total := 0
 	for total < max {
 		want := min(batch, max-total)
-		k.ioHdrs = k.rxHdr[:want]
-		k.rc.Read(k.recvFn)
-		n, errno := k.ioN, k.ioErr
+		n, errno := mmsg.RecvNow(uintptr(k.fd), k.rxHdr[:want])
 		if errno != 0 || n == 0 {
 			// EAGAIN: nothing more. ECONNREFUSED: an ICMP error for
 			// what we sent while the far end was away.
@@ -369,9 +391,7 @@ func (k *Cable) Flush() {
 // credits), which the counters show.
 func (k *Cable) sendBatch() {
 	for off := 0; off < k.nout; {
-		k.ioHdrs = k.out[off:k.nout]
-		k.rc.Write(k.sendFn)
-		n, errno := k.ioN, k.ioErr
+		n, errno := mmsg.SendNow(uintptr(k.fd), k.out[off:k.nout])
 		if errno != 0 || n == 0 {
 			// ECONNREFUSED: nobody at the far end yet. Drop the rest.
 			k.sendErrs += uint64(k.nout - off)
@@ -430,5 +450,5 @@ func (k *Cable) Close() error {
 		return errors.New("cable: closed twice")
 	}
 	k.closed = true
-	return k.conn.Close()
+	return unix.Close(k.fd)
 }

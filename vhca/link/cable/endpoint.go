@@ -303,7 +303,12 @@ func (e *Endpoint) Tick(now time.Duration) bool {
 
 // LinkPackets calls emit for each link packet due now: Init while
 // polling (every PollInterval) or when the other end needs one, then per
-// data VL a Normal one when its credit limit changed or FCInterval passed.
+// data VL a Normal one when FCInterval passed, or when its credit limit
+// changed and the sender is running short: it has used half the credit
+// the last one granted. A limit that moves with every packet received
+// and released is not worth a datagram each time: the link packet would
+// double the datagrams, and the system calls, of a request-response
+// exchange.
 func (e *Endpoint) LinkPackets(now time.Duration, emit func(op, vl uint8, fctbs, fccl uint16)) {
 	if e.phys != PhysLinkUp {
 		if e.sayInit || now-e.lastInit >= e.pollInterval {
@@ -316,7 +321,8 @@ func (e *Endpoint) LinkPackets(now time.Duration, emit func(op, vl uint8, fctbs,
 	for vl := range e.vls {
 		r := &e.rx[vl]
 		limit := e.fccl(vl)
-		if limit != r.sent || now-r.at >= e.fcInterval {
+		left := int((r.sent - r.abr) & wire.BlockMask) // the sender's credit, as last granted
+		if limit != r.sent && (left > maxCredit || 2*left < min(e.buffer, maxCredit)) || now-r.at >= e.fcInterval {
 			r.sent, r.at = limit, now
 			e.Counters.LinkPacketsSent++
 			emit(wire.FlowControlNormal, uint8(vl), e.tx[vl].fctbs, limit)
