@@ -95,14 +95,6 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 // bellFD is the doorbell's descriptor, to hand to clients.
 func (e *engine) bellFD() int { return e.bell }
 
-// wakeLink is a link reader's wake-up: a system call only when the
-// engine sleeps; a polling engine finds the frame by itself.
-func (e *engine) wakeLink() {
-	if e.asleep.Load() {
-		e.ring()
-	}
-}
-
 // ring wakes the engine (a write of 1 to the doorbell).
 func (e *engine) ring() {
 	one := [8]byte{1}
@@ -296,13 +288,14 @@ func (e *engine) transmit(h *hca) int {
 // sleep blocks on the doorbell until a client rings it, a control request
 // arrives, or the earliest timer of the devices is due.
 func (e *engine) sleep() {
-	// Published before the links are looked at, so that a link's reader
-	// that delivers a frame after the look sees it and rings (wakeLink).
+	// Published before the rings are looked at, so that a client that
+	// posts after the look sees it and rings. The links need no such
+	// care: the poll below is on their own descriptors.
 	e.asleep.Store(true)
 	defer e.asleep.Store(false)
 	asleep := true
 	for _, h := range e.hcas {
-		if h.pipe != nil && h.pipe.Pending() > 0 || h.tap != nil && h.tap.Pending() > 0 || h.fast != nil && h.fast.pending() {
+		if h.pipe != nil && h.pipe.Pending() > 0 || h.fast != nil && h.fast.pending() {
 			asleep = false
 		}
 		for _, r := range h.qps {
@@ -346,6 +339,9 @@ func (e *engine) sleep() {
 			}
 			if h.cable != nil {
 				fds = append(fds, unix.PollFd{Fd: int32(h.cable.FD()), Events: unix.POLLIN})
+			}
+			if h.tap != nil {
+				fds = append(fds, unix.PollFd{Fd: int32(h.tap.FD()), Events: unix.POLLIN})
 			}
 		}
 		e.pollFDs = fds

@@ -135,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 			closeLinks(hcas)
 			return nil, fmt.Errorf("device %q: a port has one link (pipe or TAP)", dc.Name)
 		}
-		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns, Wake: eng.wakeLink})
+		t, err := tap.Open(tap.Config{Name: dc.Name, MTU: dc.MTU, Netns: dc.Netns})
 		if err != nil {
 			closeLinks(hcas)
 			return nil, err
