@@ -166,33 +166,7 @@ for t in ip sh cat; do
 	p=$(command -v "$t") && pack "$(readlink -f "$p")" "/usr/bin/$t"
 done
 
-# Kernel modules, dependencies first (their modinfo "depends="),
-# decompressed, listed in /modules/order.
-declare -A packed
-modules() {
-	local dir=$1 m f deps
-	shift
-	for m in "$@"; do
-		m=${m//-/_}
-		[ -n "${packed[$m]:-}" ] && continue
-		packed[$m]=1
-		f=$(find "$dir" -regextype posix-extended -regex ".*/${m//_/[-_]}\.ko(\.xz|\.zst|\.gz)?" | head -n1)
-		if [ -z "$f" ]; then
-			say "module $m: not in the package (built in?)"
-			continue
-		fi
-		case $f in
-		*.xz) xz -dc "$f" >"$tmp/$m.ko" ;;
-		*.zst) zstd -qdc "$f" >"$tmp/$m.ko" ;;
-		*.gz) gzip -dc "$f" >"$tmp/$m.ko" ;;
-		*) cp "$f" "$tmp/$m.ko" ;;
-		esac
-		deps=$(tr '\0' '\n' <"$tmp/$m.ko" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' ')
-		[ -n "$deps" ] && modules "$dir" $deps
-		mv "$tmp/$m.ko" "$root/modules/$m.ko"
-		echo "$m.ko" >>"$root/modules/order"
-	done
-}
+. scripts/initramfs-modules.sh # modules DIR NAME...
 dpkg-deb -x "$kdeb" "$x/k"
 vmlinuz=$(ls "$x"/k/boot/vmlinuz-* | head -n1)
 rel=${vmlinuz##*/vmlinuz-}

@@ -162,34 +162,7 @@ if [ -n "$TESTS" ]; then
 	done
 fi
 
-# modules DIR NAME... copies the modules and their dependencies, deps
-# first, decompressed, from the kernel's tree DIR into the initramfs,
-# each once, and lists them in /modules/order.
-declare -A packed
-modules() {
-	local dir=$1 m f deps
-	shift
-	for m in "$@"; do
-		m=${m//-/_}
-		[ -n "${packed[$m]:-}" ] && continue
-		packed[$m]=1
-		f=$(find "$dir" -regextype posix-extended -regex ".*/${m//_/[-_]}\.ko(\.xz|\.zst|\.gz)?" | head -n1)
-		if [ -z "$f" ]; then
-			echo "verifier-kernels: module $m: not in the package (built in?), not loaded"
-			continue
-		fi
-		case $f in
-		*.xz) xz -dc "$f" >"$tmp/$m.ko" ;;
-		*.zst) zstd -qdc "$f" >"$tmp/$m.ko" ;;
-		*.gz) gzip -dc "$f" >"$tmp/$m.ko" ;;
-		*) cp "$f" "$tmp/$m.ko" ;;
-		esac
-		deps=$(tr '\0' '\n' <"$tmp/$m.ko" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' ')
-		[ -n "$deps" ] && modules "$dir" $deps
-		mv "$tmp/$m.ko" "$root/modules/$m.ko"
-		echo "$m.ko" >>"$root/modules/order"
-	done
-}
+. scripts/initramfs-modules.sh # modules DIR NAME...
 
 # --- each kernel -------------------------------------------------------------
 # KVM where /dev/kvm is there, unless it makes no progress (nested

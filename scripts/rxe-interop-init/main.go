@@ -41,6 +41,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/internal/vminit"
 )
 
 var (
@@ -113,30 +115,9 @@ func setup() {
 	var u unix.Utsname
 	unix.Uname(&u)
 	say("KERNEL %s", unix.ByteSliceToString(u.Release[:]))
-	f, err := os.Open("/modules/order")
-	if err != nil {
-		say("MODULE none packed: %v", err)
-		return
+	if !vminit.LoadModules("/modules", say) {
+		say("MODULE none packed")
 	}
-	defer f.Close()
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		name := sc.Text()
-		err := loadModule("/modules/" + name)
-		if err == nil || err == unix.EEXIST {
-			say("MODULE %s OK", name)
-		} else {
-			say("MODULE %s FAIL %v", name, err)
-		}
-	}
-}
-
-func loadModule(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.FinitModule(int(f.Fd()), "", 0)
 }
 
 // network brings lo and eth0 up, eth0 with its address and MTU.

@@ -12,7 +12,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,10 +21,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softib/softib/ebpf"
-	"github.com/softib/softib/ebpf/xsk"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/softib/softib/ebpf"
+	"github.com/softib/softib/ebpf/xsk"
+	"github.com/softib/softib/internal/vminit"
 )
 
 var pid1 = os.Getpid() == 1
@@ -65,29 +66,7 @@ func setup() {
 			say("MOUNT %s %s FAIL %v", m.fs, m.dir, err)
 		}
 	}
-	f, err := os.Open("/modules/order")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		name := sc.Text()
-		err := loadModule("/modules/" + name)
-		if err == nil || err == unix.EEXIST {
-			say("MODULE %s OK", name)
-		} else {
-			say("MODULE %s FAIL %v", name, err)
-		}
-	}
-}
-
-func loadModule(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.FinitModule(int(f.Fd()), "", 0)
+	vminit.LoadModules("/modules", say)
 }
 
 func run() {
