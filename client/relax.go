@@ -21,5 +21,9 @@ func Relax() {
 	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
+// ManyCores reports whether the host has cores for two pollers, verbsd
+// and the rest of the system, where Relax does nothing.
+func ManyCores() bool { return manyCores }
+
 // manyCores: cores for two pollers, verbsd, and the rest of the system.
 var manyCores = runtime.NumCPU() >= 4

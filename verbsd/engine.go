@@ -27,6 +27,7 @@ type engine struct {
 	bell  int // eventfd: clients' doorbell, control requests, shutdown
 	start time.Time
 	spin  time.Duration
+	cores *cores
 	now   vhca.Time
 	quit  bool
 
@@ -69,7 +70,7 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 		start: time.Now(), spin: spin, frame: make([]byte, maxFrame), wqe: make([]byte, 1<<16),
 		sgl: make([]vhca.SGE, 0, 256), rsgl: make([]vhca.SGE, 0, 256),
 		cqOf: map[*vhca.CQ]*cqRing{}, qpOf: map[*vhca.QP]*qpRings{}, srqOf: map[*vhca.SRQ]*srqRing{},
-		stopped: make(chan struct{}),
+		stopped: make(chan struct{}), cores: openCores(),
 	}
 	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
 	e.rxCable = func(pkt []byte) bool {
@@ -123,48 +124,63 @@ func (e *engine) do(f func()) error {
 // run is the engine goroutine. It returns when a control function sets
 // quit.
 //
-// Polling, the engine yields the CPU between rounds (sched_yield): on a
-// host with fewer cores than busy threads, clients that yield between
-// their empty polls (client.Relax) and an engine that does take turns in
-// microseconds. A client that never yields leaves the engine runnable
-// but off the CPU for whole time slices: the engine notices (its yield
-// lasts more than contendedGap) and sleeps on its
-// doorbell instead of polling for contendedBackoff, where a wake-up costs
+// Polling, the engine has two manners. With a core to itself it spins:
+// an empty round costs tens of nanoseconds, where a sched_yield costs a
+// microsecond here, and that microsecond lands on every message's
+// latency. On a host with fewer cores than busy threads (two clients
+// polling their CQs and verbsd on two cores) it yields between rounds
+// instead: clients that yield between their empty polls (client.Relax)
+// and an engine that does take turns in microseconds. Which host it is
+// on, the scheduler says (cores.toSpare), asked every coresEvery while
+// polling. A yield that itself lasts more than contendedGap means a
+// client that never yields holds the core: the engine then sleeps on its
+// doorbell between rounds for contendedBackoff, where a wake-up costs
 // microseconds, not milliseconds.
 func (e *engine) run() {
 	defer close(e.stopped)
 	runtime.LockOSThread()
 	last := time.Now()
-	var backoff time.Time
+	var backoff, asked time.Time
+	spin := false
 	for !e.quit {
-		if e.step() {
-			last = time.Now()
-			continue
-		}
 		now := time.Now()
-		if now.Sub(last) < e.spin && now.After(backoff) {
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-			if time.Since(now) > contendedGap {
-				backoff = time.Now().Add(contendedBackoff)
-			}
+		e.now = vhca.Time(now.Sub(e.start))
+		if e.step() {
+			last = now
 			continue
 		}
-		e.sleep()
-		last = time.Now()
+		if now.Sub(last) >= e.spin || now.Before(backoff) {
+			e.sleep()
+			last = time.Now()
+			asked = time.Time{} // the threads around may have changed
+			continue
+		}
+		if now.Sub(asked) > coresEvery {
+			spin, asked = e.cores.toSpare(), now
+		}
+		if spin {
+			continue
+		}
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		if time.Since(now) > contendedGap {
+			backoff = time.Now().Add(contendedBackoff)
+		}
 	}
 }
 
-// contendedGap: a yield this long means the engine was taken off its CPU
-// for another thread's time slice; contendedBackoff: how long it then
-// sleeps between rounds instead of polling.
+// coresEvery: how often a polling engine asks whether it has a core to
+// itself (a microsecond's pread). contendedGap: a yield this long means
+// the engine was taken off its CPU for another thread's time slice;
+// contendedBackoff: how long it then sleeps between rounds instead of
+// polling.
 const (
+	coresEvery       = time.Millisecond
 	contendedGap     = 200 * time.Microsecond
 	contendedBackoff = 100 * time.Millisecond
 )
 
 // step does one round of everything and reports whether it found work.
 func (e *engine) step() bool {
-	e.now = vhca.Time(time.Since(e.start))
 	work := 0
 	for drained := false; !drained; {
 		select {

@@ -513,5 +513,6 @@ func (s *Server) Shutdown() {
 	<-s.eng.stopped
 	closeLinks(s.eng.hcas)
 	unix.Close(s.eng.bell)
+	s.eng.cores.close()
 	os.Remove(s.cfg.Socket)
 }

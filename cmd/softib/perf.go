@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -173,7 +174,17 @@ func (p *perfParams) dial() (*perftest.Conn, error) {
 
 // perfLoopback runs the server in a goroutine and the client here, both
 // through verbsd, joined by a TCP connection on the loopback interface.
+//
+// Both sides poll their CQs. Where cores are few (client.Relax yields),
+// they share one thread and take turns by goroutine switches: three
+// busy threads (two sides and verbsd's engine) on two cores would take
+// turns by sched_yield at a microsecond each, or by time slices.
 func perfLoopback(opts *client.Options, p *perfParams) error {
+	if !client.ManyCores() {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		oneThread = true
+		defer func() { oneThread = false }()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -500,13 +500,23 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 
 // yield is called between empty polls: client.Relax lets verbsd run
 // when cores are few, and Gosched lets the other side of --loopback (in
-// this process) run. No system call with cores to spare.
+// this process) run. No system call with cores to spare. When both
+// sides share one thread (oneThread), Gosched alone hands over: a
+// goroutine switch costs a fraction of a microsecond, and verbsd keeps
+// the other core.
 func yield(spin int) {
+	if oneThread {
+		runtime.Gosched()
+		return
+	}
 	client.Relax()
 	if spin&63 == 63 {
 		runtime.Gosched()
 	}
 }
+
+// oneThread: this process runs Go code on one thread (GOMAXPROCS 1).
+var oneThread bool
 
 // waitSend and waitRecv poll until a send (or receive) completion.
 func (s *perfSide) waitSend() error { return s.wait(false, 0) }
