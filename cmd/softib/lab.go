@@ -33,6 +33,9 @@ import (
 // vHCA attaches to the node's veth, which holds the kernel's address, and
 // shares it, as rxe shares a NIC. xdpmode= is auto, native or generic.
 //
+// `lab L direct` joins its two nodes' veth0s as the two ends of one veth
+// pair, with no switch between them.
+//
 // For lab L and node N: namespace L-N holds bridge br0 (the node's
 // segment: the TAP of vHCA N, the kernel's address, and a veth to the
 // switch); namespace L holds the switch, bridge br0, joining the nodes'
@@ -53,6 +56,9 @@ type lab struct {
 	nodes []labNode
 	ib    *ibLab // an InfiniBand lab: switches, vHCAs, cables (labib.go)
 	netns bool   // an InfiniBand lab whose nodes each have a namespace
+	// direct: two nodes whose veths are the two ends of one pair, with no
+	// switch namespace between them.
+	direct bool
 }
 
 func parseLab(path string) (*lab, error) {
@@ -73,11 +79,12 @@ func parseLab(path string) (*lab, error) {
 		}
 		switch fields[0] {
 		case "lab":
-			if len(fields) < 2 || len(fields) > 3 || !validName(fields[1], 8) || len(fields) == 3 && fields[2] != "netns" {
-				return nil, bad("lab NAME [netns] (NAME: letters and digits, up to 8)")
+			if len(fields) < 2 || len(fields) > 3 || !validName(fields[1], 8) || len(fields) == 3 && fields[2] != "netns" && fields[2] != "direct" {
+				return nil, bad("lab NAME [netns|direct] (NAME: letters and digits, up to 8)")
 			}
 			l.name = fields[1]
-			l.netns = len(fields) == 3
+			l.netns = len(fields) == 3 && fields[2] == "netns"
+			l.direct = len(fields) == 3 && fields[2] == "direct"
 		case "node":
 			if len(fields) < 2 || !validName(fields[1], 6) {
 				return nil, bad("node NAME (letters and digits, up to 6) addr=IP/LEN host=IP/LEN [mtu=N] [path=tap|xdp|attach]")
@@ -148,6 +155,12 @@ func parseLab(path string) (*lab, error) {
 	if l.name == "" || len(l.nodes) == 0 {
 		return nil, fmt.Errorf("%s: a lab line and at least one node", path)
 	}
+	if l.netns {
+		return nil, fmt.Errorf("%s: lab %s netns is for InfiniBand labs (switch, hca, cable lines)", path, l.name)
+	}
+	if l.direct && (len(l.nodes) != 2 || l.nodes[0].mtu != l.nodes[1].mtu) {
+		return nil, fmt.Errorf("%s: lab %s direct joins two nodes of one MTU by a veth pair", path, l.name)
+	}
 	return l, nil
 }
 
@@ -194,6 +207,19 @@ func ip(args ...string) error {
 		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// threadedNAPI gives netdev dev of namespace ns a NAPI thread of its own
+// (Linux 5.12 and later), where a fast-path node's veth runs its XDP
+// program and copies frames into AF_XDP rings. Without it that work runs
+// in the softirq of the core whose sendto kicked the peer's transmission:
+// verbsd's engine, which then carries both ends of every frame. A kernel
+// without the knob keeps softirq processing.
+func threadedNAPI(ns, dev string) {
+	out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo 1 >/sys/class/net/"+dev+"/threaded").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %s %s keeps softirq NAPI: %v %s\n", ns, dev, err, strings.TrimSpace(string(out)))
+	}
 }
 
 // down removes what up made, and whatever a crashed up left: it stops
@@ -288,27 +314,39 @@ func (l *lab) up() error {
 		l.down()
 		return err
 	}
-	if err := ip("netns", "add", l.name); err != nil {
-		return fail(err)
+	var steps [][]string
+	if !l.direct {
+		if err := ip("netns", "add", l.name); err != nil {
+			return fail(err)
+		}
+		steps = [][]string{{"-n", l.name, "link", "add", "br0", "type", "bridge"}, {"-n", l.name, "link", "set", "br0", "up"}}
 	}
-	steps := [][]string{{"-n", l.name, "link", "add", "br0", "type", "bridge"}, {"-n", l.name, "link", "set", "br0", "up"}}
 	verbsdArgs := []string{"-socket", l.socket()}
-	for _, n := range l.nodes {
+	for i, n := range l.nodes {
 		ns := l.ns(n)
 		if err := ip("netns", "add", ns); err != nil {
 			return fail(err)
 		}
 		mtu := strconv.Itoa(n.mtu)
+		// The node's veth0: to the switch's bridge, or (direct) to the
+		// other node's veth0, made with the first node.
+		var veth [][]string
+		switch {
+		case !l.direct:
+			veth = [][]string{
+				{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
+				{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
+				{"-n", l.name, "link", "set", "v-" + n.name, "up"},
+			}
+		case i == 0:
+			veth = [][]string{{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "veth0", "mtu", mtu, "netns", l.ns(l.nodes[1])}}
+		}
 		if n.path == "attach" {
 			// No TAP and no bridge: the kernel's address on the veth the
 			// vHCA attaches to.
-			steps = append(steps,
-				[]string{"-n", ns, "link", "set", "lo", "up"},
-				[]string{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
-				[]string{"-n", ns, "link", "set", "veth0", "up"},
-				[]string{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
-				[]string{"-n", l.name, "link", "set", "v-" + n.name, "up"},
-			)
+			steps = append(steps, []string{"-n", ns, "link", "set", "lo", "up"})
+			steps = append(steps, veth...)
+			steps = append(steps, []string{"-n", ns, "link", "set", "veth0", "up"})
 			for _, h := range n.host {
 				steps = append(steps, []string{"-n", ns, "addr", "add", h, "dev", "veth0", "nodad"})
 			}
@@ -322,12 +360,12 @@ func (l *lab) up() error {
 		steps = append(steps,
 			[]string{"-n", ns, "link", "set", "lo", "up"},
 			[]string{"-n", ns, "link", "add", "br0", "mtu", mtu, "type", "bridge"},
-			[]string{"-n", ns, "link", "add", "veth0", "mtu", mtu, "type", "veth", "peer", "name", "v-" + n.name, "mtu", mtu, "netns", l.name},
+		)
+		steps = append(steps, veth...)
+		steps = append(steps,
 			[]string{"-n", ns, "link", "set", "veth0", "master", "br0"},
 			[]string{"-n", ns, "link", "set", "veth0", "up"},
 			[]string{"-n", ns, "link", "set", "br0", "up"},
-			[]string{"-n", l.name, "link", "set", "v-" + n.name, "mtu", mtu, "master", "br0"},
-			[]string{"-n", l.name, "link", "set", "v-" + n.name, "up"},
 		)
 		for _, h := range n.host {
 			steps = append(steps, []string{"-n", ns, "addr", "add", h, "dev", "br0", "nodad"})
@@ -361,6 +399,11 @@ func (l *lab) up() error {
 		return fail(err)
 	}
 	for _, n := range l.nodes {
+		if n.path != "tap" {
+			// Once verbsd's XDP program is on the veth: a veth has NAPI
+			// only with one.
+			threadedNAPI(l.ns(n), "veth0")
+		}
 		if n.path == "attach" {
 			continue
 		}

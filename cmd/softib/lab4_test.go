@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,4 +238,47 @@ func waitCQ(t *testing.T, cq *client.CQ) client.WC {
 	}
 	t.Fatal("no completion within 10 s")
 	return client.WC{}
+}
+
+// lab NAME direct: two nodes on the two ends of one veth pair, with no
+// switch namespace, one on the fast path (its veth's NAPI threaded) and
+// one on the TAP path; every transport works both ways.
+func TestLabDirect(t *testing.T) {
+	_, name, _ := allPairsOpts(t, "d", "direct", "node a addr=10.16.0.1/24 host=10.16.0.101/24 path=xdp\n"+
+		"node b addr=10.16.0.2/24 host=10.16.0.102/24\n")
+	nss, _ := exec.Command("ip", "netns", "list").Output()
+	for _, ns := range strings.Fields(string(nss)) {
+		if ns == name {
+			t.Fatalf("a direct lab made a switch namespace %s", name)
+		}
+	}
+	out, err := exec.Command("ip", "-n", name+"-a", "-d", "link", "show", "veth0").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "veth") {
+		t.Fatalf("node a's veth0: %v\n%s", err, out)
+	}
+	threaded, err := exec.Command("ip", "netns", "exec", name+"-a", "cat", "/sys/class/net/veth0/threaded").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(threaded)) != "1" {
+		t.Fatalf("node a's veth0 threaded NAPI = %q (%v), want 1", threaded, err)
+	}
+}
+
+func TestParseLabDirect(t *testing.T) {
+	for _, tc := range []struct{ lab, err string }{
+		{"lab x direct\nnode a addr=10.1.0.1/24 host=10.1.0.101/24\nnode b addr=10.1.0.2/24 host=10.1.0.102/24\n", ""},
+		{"lab x direct\nnode a addr=10.1.0.1/24 host=10.1.0.101/24\n", "joins two nodes"},
+		{"lab x direct\nnode a addr=10.1.0.1/24 host=10.1.0.101/24\nnode b addr=10.1.0.2/24 host=10.1.0.102/24 mtu=9000\n", "one MTU"},
+		{"lab x sideways\nnode a addr=10.1.0.1/24 host=10.1.0.101/24\n", "netns|direct"},
+	} {
+		f := filepath.Join(t.TempDir(), "lab")
+		if err := os.WriteFile(f, []byte(tc.lab), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := parseLab(f)
+		switch {
+		case tc.err == "" && (err != nil || !l.direct):
+			t.Errorf("%q: %v, direct=%v", tc.lab, err, l != nil && l.direct)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want one that says %q", tc.lab, err, tc.err)
+		}
+	}
 }

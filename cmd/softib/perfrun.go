@@ -9,6 +9,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softib/softib/client"
 	"github.com/softib/softib/cmd/softib/perftest"
 	"github.com/softib/softib/vhca"
@@ -353,7 +355,14 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 	for i := range wrs {
 		wrs[i] = s.sendWR(i, size)
 	}
-	idle := 0
+	idle, empty := 0, 0
+	if !client.ManyCores() {
+		// Naps as long as asked: the default timer slack is 50 µs.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0)
+	}
 	scnt := make([]uint64, len(s.qps))
 	ccnt := make([]uint64, len(s.qps))
 	limit := make([]uint64, len(s.qps)) // WRs each QP posts in all
@@ -400,7 +409,17 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		}
 		if k == 0 {
 			idle++
+			if !receiver && s.windowFull(scnt, ccnt, limit) {
+				empty++
+				if empty == napAfter {
+					empty = 0
+					nap(time.Since(start), totC, p.txDepth)
+					continue
+				}
+			}
 			yield(idle)
+		} else {
+			empty = 0
 		}
 		now := time.Since(start)
 		for _, wc := range s.wc[:k] {
@@ -438,6 +457,44 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		in.Duration, in.Iters = true, totC
 	}
 	return perftest.ComputeBW(in)
+}
+
+// windowFull tells whether every QP has its tx-depth of WRs in flight
+// (or all it will post): the client has nothing to do but wait.
+func (s *perfSide) windowFull(scnt, ccnt, limit []uint64) bool {
+	for i := range scnt {
+		if scnt[i]-ccnt[i] < uint64(s.p.txDepth) && scnt[i] < limit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// napAfter empty polls with a full window, a bandwidth test's client
+// naps (where cores are few) for an eighth of the time its window takes
+// to complete at the rate so far, up to napMax. Spinning, it would hold
+// a core that verbsd's engine and the kernel's NAPI threads need to move
+// its messages; an eighth of a window later the queue is still seven
+// eighths full, so the rate measured is the stack's. It naps only when
+// that is at least napMin: shorter naps cost more in wake-ups (a few
+// microseconds each here) than they give back, and small messages go
+// by in microseconds. Latency tests never nap.
+const (
+	napAfter = 16
+	napMin   = 50 * time.Microsecond
+	napMax   = 200 * time.Microsecond
+)
+
+func nap(elapsed time.Duration, completed uint64, depth int) {
+	if client.ManyCores() || completed == 0 {
+		return
+	}
+	d := elapsed / time.Duration(completed) * time.Duration(depth) / 8
+	if d < napMin {
+		return
+	}
+	ts := unix.NsecToTimespec(int64(min(d, napMax)))
+	unix.Nanosleep(&ts, nil)
 }
 
 // runLat runs one size of a latency test and returns the post times of
