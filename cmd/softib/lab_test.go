@@ -33,6 +33,16 @@ func TestLabUpDown(t *testing.T) {
 			t.Fatalf("namespace %s missing: %s", ns, nss)
 		}
 	}
+	// The lab's bridges are plain switches: no iptables hooks where
+	// br_netfilter is loaded.
+	if _, err := os.Stat("/proc/sys/net/bridge"); err == nil {
+		for _, ns := range []string{name, name + "-a", name + "-b"} {
+			out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/sys/net/bridge/bridge-nf-call-iptables").CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "0" {
+				t.Fatalf("%s: bridge-nf-call-iptables = %q (%v), want 0", ns, out, err)
+			}
+		}
+	}
 	sock := "/run/softib/" + name + ".sock"
 	for _, test := range []string{"write_bw", "send_lat"} {
 		srv := exec.Command("ip", "netns", "exec", name+"-a", softib, "-socket", sock, "perf", test, "-d", "vhca-a", "-x", "1", "-n", "200", "-p", "18631")

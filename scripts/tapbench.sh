@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The issue-5 figures in one run, on make demo's lab (scripts/demo.lab:
+# two namespaces on one bridge, MTU 9000, the TAP path), ROUNDS times:
+# softib RC write_bw at 64 KiB beside the kernel's UDP blaster (8972-byte
+# datagrams, one a system call, and batched ×64 for reference), and
+# softib send_lat at 8 bytes beside the kernel's UDP ping-pong at 8
+# bytes (half a round trip). Root only.
+# Usage: ROUNDS=N scripts/tapbench.sh (default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "tapbench needs root (network namespaces)" >&2; exit 1; }
+bin=$(mktemp -d)
+go build -o "$bin/" ./cmd/verbsd ./cmd/softib
+softib=$bin/softib
+lab=scripts/demo.lab
+cleanup() {
+	"$softib" lab down "$lab" || true
+	rm -rf "$bin"
+}
+trap cleanup EXIT
+"$softib" lab up "$lab" >/dev/null
+sock=/run/softib/demo.sock
+perf() { # TEST ARGS...: the client's JSON line
+	ip netns exec demo-a "$softib" -socket "$sock" perf "$@" -d vhca-a -x 1 >/dev/null &
+	local srv=$!
+	sleep 0.5
+	ip netns exec demo-b "$softib" -socket "$sock" perf "$@" -d vhca-b -x 1 --json 10.11.0.101
+	wait "$srv"
+}
+udp() { # TEST ARGS...: the server's report, then the client's
+	ip netns exec demo-a "$softib" perf "$@" >"$bin/udp" &
+	local srv=$!
+	sleep 0.3
+	ip netns exec demo-b "$softib" perf "$@" 10.11.0.101 >"$bin/udpc"
+	wait "$srv"
+	cat "$bin/udp" "$bin/udpc"
+}
+field() { sed "s/.*\"$1\":\([0-9.]*\).*/\1/"; }
+for r in $(seq "${ROUNDS:-3}"); do
+	bw=$(perf write_bw -s 65536 -n 20000 --report_gbits | field bw_avg_gbps)
+	u1=$(udp udp_bw -s 8972 -n 200000 -b 1 | grep -o 'arrived.* [0-9.]* Gb/s' | grep -o '[0-9.]* Gb/s' | cut -d' ' -f1)
+	u64=$(udp udp_bw -s 8972 -n 200000 -b 64 | grep -o 'arrived.* [0-9.]* Gb/s' | grep -o '[0-9.]* Gb/s' | cut -d' ' -f1)
+	lat=$(perf send_lat -s 8 -n 20000 | field t_typical_us)
+	ul=$(udp udp_lat -s 8 -n 20000 | grep typical | sed "s/.*typical \([0-9.]*\) us.*/\1/")
+	echo "round $r: write_bw 64 KiB $bw Gb/s; UDP blaster 8972 B $u1 Gb/s (x64: $u64)" \
+		"-> $(awk -v a="$bw" -v b="$u1" 'BEGIN { printf "%.2f", a/b }') ($(awk -v a="$bw" -v b="$u64" 'BEGIN { printf "%.2f", a/b }'))"
+	echo "round $r: send_lat 8 B t_typical $lat us; UDP ping-pong half round trip typical $ul us -> $(awk -v a="$lat" -v b="$ul" 'BEGIN { printf "%.2f", a/b }')"
+done
