@@ -168,6 +168,13 @@ func (e *engine) run() {
 	}
 }
 
+// tapBesideFastPath: how often a polling engine reads the TAP of a port
+// whose RoCEv2 goes through AF_XDP. Only ARP and ND come that way, which
+// wait a fraction of a millisecond gladly; a read each round would cost
+// a system call (a microsecond) per round. A sleeping engine polls the
+// TAP's descriptor too, so nothing waits longer than this.
+const tapBesideFastPath = vhca.Time(100 * time.Microsecond)
+
 // coresEvery: how often a polling engine asks whether it has a core to
 // itself (a microsecond's pread). contendedGap: a yield this long means
 // the engine was taken off its CPU for another thread's time slice;
@@ -207,8 +214,9 @@ func (e *engine) step() bool {
 		if h.pipe != nil {
 			work += h.pipe.Recv(256, e.rx)
 		}
-		if h.tap != nil {
+		if h.tap != nil && (h.fast == nil || !h.fast.on || e.now >= h.tapNext) {
 			work += h.tap.Recv(256, e.rxTAP)
+			h.tapNext = e.now + tapBesideFastPath
 		}
 		if h.fast != nil {
 			for _, s := range h.fast.socks {

@@ -60,21 +60,24 @@ type DeviceConfig struct {
 // hca is a vHCA as verbsd hosts it: the device, its Ethernet addressing
 // and the link of its port.
 type hca struct {
-	name   string
-	dev    *vhca.Device
-	mac    wire.MAC
-	pipe   *pipe.End // nil: loopback only
-	peer   *hca
-	tap    *tap.TAP       // nil: no netdev
-	fast   *fastPath      // nil: no AF_XDP path
-	nd     *netdev.Netdev // attach mode: the netdev shared
-	cable  *cable.Cable   // native IB port
-	ipv4   [][4]byte      // the port's IPv4 addresses
-	neigh  neighbours     // ARP and ND
-	rocev1 bool
-	cqs    []*cqRing  // every CQ of every client on this device
-	qps    []*qpRings // every QP with its rings
-	srqs   []*srqRing
+	name string
+	dev  *vhca.Device
+	mac  wire.MAC
+	pipe *pipe.End // nil: loopback only
+	peer *hca
+	tap  *tap.TAP // nil: no netdev
+	// tapNext: when the engine next reads the TAP while the fast path
+	// carries RoCEv2 (the TAP then carries ARP and ND alone).
+	tapNext vhca.Time
+	fast    *fastPath      // nil: no AF_XDP path
+	nd      *netdev.Netdev // attach mode: the netdev shared
+	cable   *cable.Cable   // native IB port
+	ipv4    [][4]byte      // the port's IPv4 addresses
+	neigh   neighbours     // ARP and ND
+	rocev1  bool
+	cqs     []*cqRing  // every CQ of every client on this device
+	qps     []*qpRings // every QP with its rings
+	srqs    []*srqRing
 }
 
 // derivedMAC is a locally administered unicast MAC that stays the same
