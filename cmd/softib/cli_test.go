@@ -54,13 +54,18 @@ func capture(t *testing.T, f func() error) string {
 func TestPerfLoopbackJSON(t *testing.T) {
 	o := startVerbsd(t)
 	for _, tc := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
-		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20", "write_bw -D 1 -n 5"} {
+		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20", "write_bw -D 1 -n 5",
+		"write_bw -e", "send_bw -e", "send_lat -e"} {
 		t.Run(strings.ReplaceAll(tc, " ", "_"), func(t *testing.T) {
 			args := append(strings.Fields(tc), "--loopback", "--json", "-d", "vhca0")
 			if !strings.Contains(tc, "-n") {
 				args = append(args, "-n", "300")
 			}
+			events := eventsAwaited.Load()
 			out := capture(t, func() error { return perfCmd(o, args) })
+			if strings.HasSuffix(tc, " -e") && eventsAwaited.Load() == events {
+				t.Errorf("-e: no completion event was waited for")
+			}
 			sc := bufio.NewScanner(strings.NewReader(out))
 			lines := 0
 			for sc.Scan() {

@@ -68,6 +68,7 @@ type perfParams struct {
 	port     int
 	loopback bool
 	json     bool
+	events   bool // sleep on completion events (perftest -e) instead of polling
 	host     string
 	mtu      int
 	cqMod    int
@@ -111,6 +112,8 @@ func parsePerfFlags(name string, t perftest.Test, args []string) (*perfParams, e
 	fs.BoolVar(&p.gbits, "report_gbits", false, "report Gb/s")
 	fs.BoolVar(&p.loopback, "loopback", false, "run server and client in this one invocation")
 	fs.BoolVar(&p.json, "json", false, "one JSON object per line and size")
+	fs.BoolVar(&p.events, "e", false, "sleep on CQ events (default poll)")
+	fs.BoolVar(&p.events, "events", false, "sleep on CQ events")
 	fs.StringVar(&p.path, "path", "", "tap or xdp: the path RoCEv2 takes through a port that has both (sets it for the device)")
 	var rest []string
 	for len(args) > 0 {

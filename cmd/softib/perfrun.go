@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ type perfSide struct {
 	ctx    *client.Context
 	pd     *client.PD
 	cq     *client.CQ
+	ch     *client.CompChannel // -e: the CQ's events
 	qps    []*client.QP
 	mrs    []*client.MR
 	ahs    []*client.AH
@@ -224,8 +226,18 @@ func (s *perfSide) setup(p *perfParams, gidIndex int) error {
 		return err
 	}
 	cqe := p.qps*(p.txDepth+p.rxDepth) + 1
-	if s.cq, err = ctx.CreateCQ(min(cqe, 32767), nil); err != nil {
+	if p.events {
+		if s.ch, err = ctx.CreateCompChannel(); err != nil {
+			return err
+		}
+	}
+	if s.cq, err = ctx.CreateCQ(min(cqe, 32767), s.ch); err != nil {
 		return err
+	}
+	if p.events {
+		if err := s.cq.ReqNotify(false); err != nil {
+			return err
+		}
 	}
 	qt := map[perftest.ConnType]vhca.QPType{perftest.ConnRC: vhca.QPTypeRC, perftest.ConnUC: vhca.QPTypeUC, perftest.ConnUD: vhca.QPTypeUD}[p.conn]
 	acc := vhca.AccessLocalWrite | vhca.AccessRemoteWrite | vhca.AccessRemoteRead | vhca.AccessRemoteAtomic
@@ -407,6 +419,12 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		if err != nil {
 			return perftest.BWReport{}, err
 		}
+		if k == 0 && s.ch != nil && (receiver || s.windowFull(scnt, ccnt, limit)) {
+			if err := s.awaitEvent(); err != nil {
+				return perftest.BWReport{}, err
+			}
+			continue
+		}
 		if k == 0 {
 			idle++
 			if !receiver && s.windowFull(scnt, ccnt, limit) {
@@ -458,6 +476,21 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 	}
 	return perftest.ComputeBW(in)
 }
+
+// awaitEvent sleeps until the CQ has a completion (perftest -e), and
+// arms it again; the poll after it finds what came meanwhile.
+func (s *perfSide) awaitEvent() error {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.ch.GetEvent(c); err != nil {
+		return fmt.Errorf("waiting for a completion event: %w", err)
+	}
+	eventsAwaited.Add(1)
+	return s.cq.ReqNotify(false)
+}
+
+// eventsAwaited counts the completion events -e waited for.
+var eventsAwaited atomic.Int64
 
 // windowFull tells whether every QP has its tx-depth of WRs in flight
 // (or all it will post): the client has nothing to do but wait.
@@ -609,6 +642,12 @@ func (s *perfSide) wait(recv bool, size uint64) error {
 		if !recv && s.pendingSend > 0 {
 			s.pendingSend--
 			return nil
+		}
+		if k == 0 && s.ch != nil {
+			if err := s.awaitEvent(); err != nil {
+				return err
+			}
+			continue
 		}
 		yield(spins)
 		if spins&0xFFFF == 0 && time.Now().After(deadline) {
