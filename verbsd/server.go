@@ -234,6 +234,14 @@ func closeLinks(hcas []*hca) {
 			h.tap = nil
 		}
 		if h.fast != nil {
+			for i, sk := range h.fast.socks {
+				// What the socket did, for whoever tunes the uplink:
+				// frames per kick is the batching the kernel saw.
+				if x, err := sk.Stats(); err == nil {
+					slog.Info("AF_XDP socket at exit", "device", h.name, "queue", i, "sent", x.Sent, "received", x.Received,
+						"tx_kicks", x.TxKicks, "rx_kicks", x.RxKicks, "kick_retries", x.KickRetries, "kick_errors", x.KickErrors)
+				}
+			}
 			h.fast.close()
 			h.fast = nil
 		}
