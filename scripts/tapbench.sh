@@ -8,33 +8,8 @@
 # Usage: ROUNDS=N scripts/tapbench.sh (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" -eq 0 ] || { echo "tapbench needs root (network namespaces)" >&2; exit 1; }
-bin=$(mktemp -d)
-go build -o "$bin/" ./cmd/verbsd ./cmd/softib
-softib=$bin/softib
-lab=scripts/demo.lab
-cleanup() {
-	"$softib" lab down "$lab" || true
-	rm -rf "$bin"
-}
-trap cleanup EXIT
-"$softib" lab up "$lab" >/dev/null
-sock=/run/softib/demo.sock
-perf() { # TEST ARGS...: the client's JSON line
-	ip netns exec demo-a "$softib" -socket "$sock" perf "$@" -d vhca-a -x 1 >/dev/null &
-	local srv=$!
-	sleep 0.5
-	ip netns exec demo-b "$softib" -socket "$sock" perf "$@" -d vhca-b -x 1 --json 10.11.0.101
-	wait "$srv"
-}
-udp() { # TEST ARGS...: the server's report, then the client's
-	ip netns exec demo-a "$softib" perf "$@" >"$bin/udp" &
-	local srv=$!
-	sleep 0.3
-	ip netns exec demo-b "$softib" perf "$@" 10.11.0.101 >"$bin/udpc"
-	wait "$srv"
-	cat "$bin/udp" "$bin/udpc"
-}
+lab=scripts/demo.lab name=demo host=10.11.0.101
+. scripts/labbench.sh
 field() { sed "s/.*\"$1\":\([0-9.]*\).*/\1/"; }
 for r in $(seq "${ROUNDS:-3}"); do
 	bw=$(perf write_bw -s 65536 -n 20000 --report_gbits | field bw_avg_gbps)
