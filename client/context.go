@@ -188,6 +188,16 @@ func Open(name string, o *Options) (*Context, error) {
 	return ctx, nil
 }
 
+// Err is ErrDeviceFatal once the device is gone (verbsd ended, or sent
+// the device-fatal event), else nil: a loop that only polls CQs, which
+// go quiet rather than fail, asks it now and then.
+func (ctx *Context) Err() error {
+	if ctx.fatal.Load() {
+		return ErrDeviceFatal
+	}
+	return nil
+}
+
 // read receives replies and events until the connection ends.
 func (ctx *Context) read() {
 	defer close(ctx.dead)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -171,5 +172,28 @@ func TestUDPYardsticks(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("%s printed:\n%s", test, out)
 		}
+	}
+}
+
+// A bandwidth run whose verbsd goes away ends with the device-fatal
+// error instead of polling quiet CQs for ever: send_bw's server only
+// polls, it never posts a send that would fail.
+func TestPerfEndsWhenVerbsdGoes(t *testing.T) {
+	srv, sock := verbsdtest.Start(t, verbsd.Config{})
+	o := &client.Options{Socket: sock}
+	done := make(chan error, 1)
+	go func() {
+		done <- perfCmd(o, []string{"send_bw", "--loopback", "--json", "-d", "vhca0", "-D", "30"})
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	srv.Shutdown()
+	select {
+	case err := <-done:
+		t.Logf("perf: %v", err)
+		if !errors.Is(err, client.ErrDeviceFatal) {
+			t.Fatalf("perf ended with %v, want %v", err, client.ErrDeviceFatal)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("perf still runs 10 s after verbsd went away")
 	}
 }

@@ -368,6 +368,7 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		wrs[i] = s.sendWR(i, size)
 	}
 	idle, empty := 0, 0
+	lastDone := time.Now()
 	if !client.ManyCores() {
 		// Naps as long as asked: the default timer slack is 50 µs.
 		runtime.LockOSThread()
@@ -427,6 +428,11 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 		}
 		if k == 0 {
 			idle++
+			if idle&0xFFFF == 0 {
+				if err := s.stalled(lastDone); err != nil {
+					return perftest.BWReport{}, err
+				}
+			}
 			if !receiver && s.windowFull(scnt, ccnt, limit) {
 				empty++
 				if empty == napAfter {
@@ -438,6 +444,7 @@ func (s *perfSide) runBW(size uint64, unit perftest.Unit) (perftest.BWReport, er
 			yield(idle)
 		} else {
 			empty = 0
+			lastDone = time.Now()
 		}
 		now := time.Since(start)
 		for _, wc := range s.wc[:k] {
@@ -491,6 +498,18 @@ func (s *perfSide) awaitEvent() error {
 
 // eventsAwaited counts the completion events -e waited for.
 var eventsAwaited atomic.Int64
+
+// stalled reports why a loop that has polled nothing for a while should
+// give up: the device is gone, or nothing has completed for 30 s.
+func (s *perfSide) stalled(last time.Time) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if time.Since(last) > 30*time.Second {
+		return fmt.Errorf("no completion within 30 s")
+	}
+	return nil
+}
 
 // windowFull tells whether every QP has its tx-depth of WRs in flight
 // (or all it will post): the client has nothing to do but wait.
@@ -614,7 +633,7 @@ func (s *perfSide) waitSend() error { return s.wait(false, 0) }
 func (s *perfSide) waitRecv(size uint64) error { return s.wait(true, size) }
 
 func (s *perfSide) wait(recv bool, size uint64) error {
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
 	for spins := 0; ; spins++ {
 		k, err := s.cq.Poll(s.wc[:1])
 		if err != nil {
@@ -650,8 +669,10 @@ func (s *perfSide) wait(recv bool, size uint64) error {
 			continue
 		}
 		yield(spins)
-		if spins&0xFFFF == 0 && time.Now().After(deadline) {
-			return fmt.Errorf("no completion within 30 s")
+		if spins&0xFFFF == 0 {
+			if err := s.stalled(start); err != nil {
+				return err
+			}
 		}
 	}
 }
