@@ -4,7 +4,9 @@
 # softib RC write_bw at 64 KiB beside the kernel's UDP blaster (8972-byte
 # datagrams, one a system call, and batched ×64 for reference), and
 # softib send_lat at 8 bytes beside the kernel's UDP ping-pong at 8
-# bytes (half a round trip). Root only.
+# bytes (half a round trip), sleeping in recv as usual and busy polling
+# as send_lat does (on this VM a thread that slept takes tens of
+# microseconds to wake when the cores go idle). Root only.
 # Usage: ROUNDS=N scripts/tapbench.sh (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,9 @@ for r in $(seq "${ROUNDS:-3}"); do
 	u64=$(udp udp_bw -s 8972 -n 200000 -b 64 | grep -o 'arrived.* [0-9.]* Gb/s' | grep -o '[0-9.]* Gb/s' | cut -d' ' -f1)
 	lat=$(perf send_lat -s 8 -n 20000 | field t_typical_us)
 	ul=$(udp udp_lat -s 8 -n 20000 | grep typical | sed "s/.*typical \([0-9.]*\) us.*/\1/")
+	ub=$(udp udp_lat -busy -s 8 -n 20000 | grep typical | sed "s/.*typical \([0-9.]*\) us.*/\1/")
 	echo "round $r: write_bw 64 KiB $bw Gb/s; UDP blaster 8972 B $u1 Gb/s (x64: $u64)" \
 		"-> $(awk -v a="$bw" -v b="$u1" 'BEGIN { printf "%.2f", a/b }') ($(awk -v a="$bw" -v b="$u64" 'BEGIN { printf "%.2f", a/b }'))"
-	echo "round $r: send_lat 8 B t_typical $lat us; UDP ping-pong half round trip typical $ul us -> $(awk -v a="$lat" -v b="$ul" 'BEGIN { printf "%.2f", a/b }')"
+	echo "round $r: send_lat 8 B t_typical $lat us; UDP ping-pong half round trip typical $ul us -> $(awk -v a="$lat" -v b="$ul" 'BEGIN { printf "%.2f", a/b }');" \
+		"busy-polling UDP ping-pong $ub us -> $(awk -v a="$lat" -v b="$ub" 'BEGIN { printf "%.2f", a/b }')"
 done

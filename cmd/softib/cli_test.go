@@ -157,20 +157,23 @@ func TestDevinfoAndGids(t *testing.T) {
 
 // The kernel-UDP yardsticks run and report over the loopback.
 func TestUDPYardsticks(t *testing.T) {
-	for i, test := range []string{"udp_lat", "udp_bw"} {
+	for i, tc := range []string{"udp_lat", "udp_bw", "udp_lat -busy"} {
 		port := fmt.Sprint(18640 + i)
+		test, opts, _ := strings.Cut(tc, " ")
+		args := append(strings.Fields(opts), "-p", port, "-n", "300", "-s", "1000")
 		out := capture(t, func() error {
 			srv := make(chan error, 1)
-			go func() { srv <- udpCmd(test, []string{"-p", port, "-n", "300", "-s", "1000"}) }()
+			go func() { srv <- udpCmd(test, args) }()
 			time.Sleep(200 * time.Millisecond)
-			if err := udpCmd(test, []string{"-p", port, "-n", "300", "-s", "1000", "127.0.0.1"}); err != nil {
+			if err := udpCmd(test, append(args, "127.0.0.1")); err != nil {
 				return err
 			}
 			return <-srv
 		})
-		want := map[string]string{"udp_lat": "300 round trips of 1000 bytes", "udp_bw": "datagrams of 1000 bytes arrived"}[test]
+		want := map[string]string{"udp_lat": "300 round trips of 1000 bytes:", "udp_bw": "datagrams of 1000 bytes arrived",
+			"udp_lat -busy": "300 round trips of 1000 bytes, busy polling:"}[tc]
 		if !strings.Contains(out, want) {
-			t.Fatalf("%s printed:\n%s", test, out)
+			t.Fatalf("%s printed:\n%s", tc, out)
 		}
 	}
 }
