@@ -141,7 +141,7 @@ func (e *engine) run() {
 	runtime.LockOSThread()
 	last := time.Now()
 	var backoff, asked time.Time
-	spin := false
+	spin, votes := false, 0
 	for !e.quit {
 		now := time.Now()
 		e.now = vhca.Time(now.Sub(e.start))
@@ -152,11 +152,19 @@ func (e *engine) run() {
 		if now.Sub(last) >= e.spin || now.Before(backoff) {
 			e.sleep()
 			last = time.Now()
-			asked = time.Time{} // the threads around may have changed
+			asked, votes = time.Time{}, 0 // the threads around may have changed
 			continue
 		}
 		if now.Sub(asked) > coresEvery {
-			spin, asked = e.cores.toSpare(), now
+			// Spin only after spinVotes answers in a row say so; yield
+			// at the first that does not: a busy host whose running
+			// count dips for an instant keeps its cores.
+			if e.cores.toSpare() {
+				votes++
+			} else {
+				votes = 0
+			}
+			spin, asked = votes >= spinVotes, now
 		}
 		if spin {
 			continue
@@ -176,12 +184,14 @@ func (e *engine) run() {
 const tapBesideFastPath = vhca.Time(100 * time.Microsecond)
 
 // coresEvery: how often a polling engine asks whether it has a core to
-// itself (a microsecond's pread). contendedGap: a yield this long means
+// itself (a microsecond's pread); spinVotes: how many answers in a row
+// must say yes. contendedGap: a yield this long means
 // the engine was taken off its CPU for another thread's time slice;
 // contendedBackoff: how long it then sleeps between rounds instead of
 // polling.
 const (
 	coresEvery       = time.Millisecond
+	spinVotes        = 3
 	contendedGap     = 200 * time.Microsecond
 	contendedBackoff = 100 * time.Millisecond
 )
