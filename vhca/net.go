@@ -53,7 +53,23 @@ func (d *Device) receive(now Time, port uint8, frame, segment []byte) {
 		pt.Counters.RcvNoQP++
 		return
 	}
+	if segment != nil {
+		// A segment counts as the packets it stands for, each with
+		// the headers it came with (net.go, segmentPackets).
+		k := segmentPackets(len(segment), qp.mtu)
+		pt.Counters.RcvPackets += k - 1
+		pt.Counters.RcvBytes += (k - 1) * uint64(len(frame)+wire.ICRCLen)
+	}
 	d.deliver(now, pt, qp, p)
+}
+
+// segmentPackets is how many packets of the path MTU a segment of n
+// payload bytes stands for. The port counters count those, as a wire
+// would carry them: the bytes of each are counted as its share of the
+// payload, a copy of the segment's headers (the first packet's, which
+// may hold a RETH the others would not) and an ICRC.
+func segmentPackets(n, mtu int) uint64 {
+	return uint64(packetsFor(uint32(n), uint32(mtu)))
 }
 
 // deliver hands a packet that arrived on port pt to qp, after the checks
@@ -153,6 +169,13 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 		pt := qp.port
 		pt.Counters.XmitPackets++
 		pt.Counters.XmitBytes += uint64(n + len(d.txSeg))
+		if d.txSeg != nil {
+			// The frame ends where the payload begins: its pad and
+			// ICRC, then the other packets it stands for.
+			k := segmentPackets(len(d.txSeg), qp.mtu)
+			pt.Counters.XmitPackets += k - 1
+			pt.Counters.XmitBytes += uint64(-len(d.txSeg)&3+wire.ICRCLen) + (k-1)*uint64(n+wire.ICRCLen)
+		}
 		return n, pt.Num
 	}
 	return 0, 0

@@ -182,6 +182,7 @@ func TestSegments(t *testing.T) {
 			for seed := uint64(1); seed <= 8; seed++ {
 				t.Run(fmt.Sprintf("%s/loss%.2f/seed%d", typ, loss, seed), func(t *testing.T) {
 					var psns [2][2]uint32
+					var sent [2]uint64 // packets the requester sent, as packets and as segments
 					for k, useSeg := range []bool{false, true} {
 						da, db := inProcessDevice(t, 1), inProcessDevice(t, 2)
 						a, b := newEndpoint(t, da, typ, 1<<20, 1), newEndpoint(t, db, typ, 1<<20, 2)
@@ -193,6 +194,12 @@ func TestSegments(t *testing.T) {
 						aa, _ := da.QueryQP(a.qp)
 						ba, _ := db.QueryQP(b.qp)
 						psns[k] = [2]uint32{aa.SQPSN, ba.RQPSN}
+						ca, cb := &da.Ports[0].Counters, &db.Ports[0].Counters
+						sent[k] = ca.XmitPackets
+						if loss == 0 && (ca.XmitPackets != cb.RcvPackets || cb.XmitPackets != ca.RcvPackets ||
+							ca.XmitBytes != cb.RcvBytes || cb.XmitBytes != ca.RcvBytes) {
+							t.Fatalf("sent and received differ without loss: %+v, %+v", ca, cb)
+						}
 						if useSeg && l.segments == 0 {
 							t.Fatal("no segment was sent")
 						}
@@ -202,6 +209,12 @@ func TestSegments(t *testing.T) {
 					}
 					if psns[0] != psns[1] {
 						t.Fatalf("PSNs (sq, peer's rq) as packets %x, as segments %x", psns[0], psns[1])
+					}
+					// The port counters count the packets a segment
+					// stands for, as a wire would carry them. (The
+					// responder's ACKs coalesce as the frames come.)
+					if loss == 0 && sent[0] != sent[1] {
+						t.Fatalf("requests sent as packets %d, as segments %d", sent[0], sent[1])
 					}
 				})
 			}
