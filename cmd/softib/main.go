@@ -7,6 +7,7 @@
 //
 //	devinfo [-v] [-d DEV]    the devices verbsd hosts (like ibv_devinfo)
 //	gids [DEV]               GID tables (like show_gids)
+//	stat [-j] [DEV[/PORT]]   port counters (like rdma statistic show link)
 //	addr add|del DEV IP      a port's addresses, at run time (like ip addr)
 //	pingpong [-T rc|uc|ud]   ibv_rc_pingpong and its siblings, same flags
 //	perf TEST                the perftest family: write_bw, read_bw, send_bw,
@@ -33,6 +34,7 @@ func usage() {
 commands:
   devinfo [-v] [-d DEV]   show devices and ports (like ibv_devinfo)
   gids [DEV]              show GID tables (like show_gids)
+  stat [-j] [DEV[/PORT]]  show port counters (like rdma statistic show link)
   addr add|del DEV IP     give a vHCA an address, or take it away
   pingpong [-T rc|uc|ud] [flags] [HOST]
                           ping-pong test, compatible with ibv_rc_pingpong
@@ -81,6 +83,8 @@ func main() {
 		err = devinfo(opts, rest)
 	case "gids":
 		err = gids(opts, rest)
+	case "stat":
+		err = stat(opts, rest)
 	case "pingpong":
 		err = pingpongCmd(opts, rest)
 	case "perf":

@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,9 +113,21 @@ func main() {
 	flag.Uint64Var(&lim.MappedBytes, "max-mapped", lim.MappedBytes, "registered bytes per client")
 	spin := flag.Duration("spin", 0, "how long the engine polls after its last work before sleeping (default 50µs)")
 	verbose := flag.Bool("v", false, "debug logging")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file until shutdown")
 	flag.Parse()
 	if *verbose {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "verbsd: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	srv, err := verbsd.New(verbsd.Config{Socket: *socket, Devices: devs, Group: *group, Limits: lim, Spin: *spin})
 	if err == nil {
