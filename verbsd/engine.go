@@ -139,23 +139,27 @@ func (e *engine) do(f func()) error {
 func (e *engine) run() {
 	defer close(e.stopped)
 	runtime.LockOSThread()
-	last := time.Now()
-	var backoff, asked time.Time
+	// Times are the monotonic clock's, since e.start: one clock read
+	// (time.Since) costs half a time.Now, which also reads the wall
+	// clock, and the idle round reads it every time.
+	since := func() time.Duration { return time.Since(e.start) }
+	last := since()
+	var backoff, asked time.Duration
 	spin, votes := false, 0
 	for !e.quit {
-		now := time.Now()
-		e.now = vhca.Time(now.Sub(e.start))
+		now := since()
+		e.now = vhca.Time(now)
 		if e.step() {
 			last = now
 			continue
 		}
-		if now.Sub(last) >= e.spin || now.Before(backoff) {
+		if now-last >= e.spin || now < backoff {
 			e.sleep()
-			last = time.Now()
-			asked, votes = time.Time{}, 0 // the threads around may have changed
+			last = since()
+			asked, votes = 0, 0 // the threads around may have changed
 			continue
 		}
-		if now.Sub(asked) > coresEvery {
+		if asked == 0 || now-asked > coresEvery {
 			// Spin only after spinVotes answers in a row say so; yield
 			// at the first that does not: a busy host whose running
 			// count dips for an instant keeps its cores.
@@ -170,8 +174,8 @@ func (e *engine) run() {
 			continue
 		}
 		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		if time.Since(now) > contendedGap {
-			backoff = time.Now().Add(contendedBackoff)
+		if since()-now > contendedGap {
+			backoff = since() + contendedBackoff
 		}
 	}
 }
@@ -217,9 +221,11 @@ func (e *engine) step() bool {
 			for _, r := range h.srqs {
 				work += e.pollSRQ(r)
 			}
-			if dl := h.dev.Deadline(); pass == 0 && dl != 0 && dl <= e.now {
-				h.dev.Advance(e.now)
-				work++
+			if pass == 0 {
+				if dl := h.dev.Deadline(); dl != 0 && dl <= e.now {
+					h.dev.Advance(e.now)
+					work++
+				}
 			}
 			sent := e.transmit(h)
 			work += sent
@@ -316,6 +322,10 @@ func (e *engine) transmit(h *hca) int {
 		switch {
 		case dst == h.mac:
 			h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
+			// Loopback: what the frame completed is published before
+			// the next frame is built (often the ACK of this one), as
+			// a frame that crossed a link would be.
+			e.publishCQs(h)
 		case h.pipe != nil:
 			h.pipe.SendSegment(n, seg)
 		case fast:
@@ -334,6 +344,16 @@ func (e *engine) transmit(h *hca) int {
 		h.cable.Flush() // credits, link packets and timers too
 	}
 	return sent
+}
+
+// publishCQs moves the completions waiting in the device's CQs to their
+// rings, and nothing else of fillCQ's.
+func (e *engine) publishCQs(h *hca) {
+	for _, c := range h.cqs {
+		if c.cq.Len() > 0 {
+			e.fillCQ(c)
+		}
+	}
 }
 
 // sleep blocks on the doorbell until a client rings it, a control request
