@@ -31,6 +31,8 @@ cacheline() {
 		awk '{for (i=1;i<=NF;i++) if ($i=="ns/oneway") print $(i-1)}'
 }
 ratio() { awk -v t="$1" -v o="$2" 'BEGIN { printf "%.1f", t*1000/o }'; }
+median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+all_lb="" all_tp=""
 
 for r in $(seq "$rounds"); do
 	c1=$(cacheline)
@@ -44,4 +46,6 @@ for r in $(seq "$rounds"); do
 	wait "$srv"
 	echo "round $r: cache line one way $c1 ns; send_lat 8 B loopback t_typical $lb us = $(ratio "$lb" "$c1")x"
 	echo "round $r: cache line one way $c2 ns; send_lat 8 B two-proc t_typical $tp us = $(ratio "$tp" "$c2")x"
+	all_lb+=" $(ratio "$lb" "$c1")" all_tp+=" $(ratio "$tp" "$c2")"
 done
+echo "medians of $rounds rounds: loopback $(median <<<"${all_lb# }")x, two processes $(median <<<"${all_tp# }")x the cache line"
