@@ -15,10 +15,11 @@ import (
 // GID table holds them (Annex A17.8).
 type Headers struct {
 	Encap Encap
-	// Unsealed packets carry no ICRC, VCRC or IPv6 UDP checksum (zeros
-	// in their places): for links that never leave the process (an
-	// HCA's loopback, verbsd's in-memory pipes), where nothing can
-	// corrupt a packet and the CRCs would cost more than the copy.
+	// Unsealed packets carry no ICRC, VCRC, IPv4 header checksum or
+	// IPv6 UDP checksum (zeros in their places): for links that never
+	// leave the process (an HCA's loopback, verbsd's in-memory pipes),
+	// where nothing can corrupt a packet and the sums would cost more
+	// than the copy.
 	Unsealed bool
 
 	// Ethernet (RoCE).
@@ -237,7 +238,9 @@ func (h *Headers) writeLink(p *Packet) {
 		ip[9] = IPProtocolUDP
 		ip.SetSrc([4]byte(h.SGID[12:]))
 		ip.SetDst([4]byte(h.DGID[12:]))
-		ip.SetChecksum()
+		if !h.Unsealed {
+			ip.SetChecksum()
+		}
 		h.writeUDP(p)
 	case EncapRoCEv2IPv6:
 		ip := IPv6(f[p.l3:])

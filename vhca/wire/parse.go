@@ -16,8 +16,8 @@ func ParseEthernet(frame []byte, p *Packet) error {
 }
 
 // ParseEthernetUnsealed parses a frame built with Headers.Unsealed: every
-// check of ParseEthernet but the ICRC and the UDP checksum. Only for
-// frames that never left the process.
+// check of ParseEthernet but the ICRC, the IPv4 header checksum and the
+// UDP checksum. Only for frames that never left the process.
 func ParseEthernetUnsealed(frame []byte, p *Packet) error {
 	p.unsealed, p.seg, p.flen = true, nil, len(frame)
 	return p.parseEthernet(frame)
@@ -83,7 +83,7 @@ func (p *Packet) parseIPv4(off int) error {
 	if p.flen < off+ihl || p.flen < off+total {
 		return ErrTruncated
 	}
-	if total < ihl || !ip.ChecksumValid() {
+	if total < ihl || !p.unsealed && !ip.ChecksumValid() {
 		return ErrBadIPHeader
 	}
 	if ip.Protocol() != IPProtocolUDP {
