@@ -103,6 +103,14 @@ func labFileOpts(t *testing.T, prefix, opts, nodes string) (softib, name, file s
 	if err := os.WriteFile(file, []byte("lab "+name+" "+opts+"\n"+nodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command(softib, "lab", "down", file).Run() })
+	t.Cleanup(func() {
+		exec.Command(softib, "lab", "down", file).Run()
+		// lab down keeps the daemons' logs, for a user to read after;
+		// a test's would pile up in /run/softib run after run.
+		logs, _ := filepath.Glob("/run/softib/" + name + "-*.log")
+		for _, f := range append(logs, "/run/softib/"+name+".log") {
+			os.Remove(f)
+		}
+	})
 	return softib, name, file
 }
