@@ -36,7 +36,7 @@ type TAP struct {
 	tx     []byte
 	rx     []byte
 	closed bool
-	// batch is how many frames the next Recv reads at most (readBatch).
+	// batch is how many frames the next Recv reads at most (Recv).
 	batch int
 	// Dropped counts frames a write did not take (the netdev's queue
 	// full, or the netdev down).
@@ -142,9 +142,9 @@ func (t *TAP) Write(frame []byte) error {
 // Flush does nothing: every Send is a write.
 func (t *TAP) Flush() {}
 
-// Recv reads up to most frames, one read(2) each, and hands each to fn
-// (never segments), until the netdev has no more. The frame is valid
-// during the call only.
+// Recv reads frames, one read(2) each, and hands each to fn (never
+// segments), until the netdev has no more or the call has read its
+// batch (never more than most). The frame is valid during the call only.
 //
 // Only a read that finds nothing tells that nothing more is queued, and
 // it costs a system call (half a microsecond here) like any other: on a
