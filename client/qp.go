@@ -210,7 +210,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	case vhca.QPStateReset, vhca.QPStateInit, vhca.QPStateRTR:
 		return 0, invalid("PostSend", "QP in state %s (RTS needed)", qp.State())
 	}
-	free, err := qp.sq.Free()
+	free, err := qp.sq.Free(len(wrs))
 	if err != nil {
 		return 0, ErrRingCorrupt
 	}
@@ -308,7 +308,7 @@ func postRecv(ctx *Context, ring *abi.Ring, wrs []RecvWR, maxSGE int) (int, erro
 	if ctx.fatal.Load() {
 		return 0, ErrDeviceFatal
 	}
-	free, err := ring.Free()
+	free, err := ring.Free(len(wrs))
 	if err != nil {
 		return 0, ErrRingCorrupt
 	}

@@ -195,14 +195,27 @@ func scribbleCases(t *testing.T, o *Options, rng *rand.Rand) {
 	})
 	t.Run("cq-consumer", func(t *testing.T) {
 		// A consumer index claiming more was consumed than was
-		// produced: the CQ is dead (CQ_ERR) at its next completion.
+		// produced: the CQ is dead (CQ_ERR) when verbsd reads that
+		// index, which it does once the completions it published fill
+		// the ring by its last reading (abi.Ring.Free): by the ring's
+		// size and one more completions at the latest.
 		a, b, canary := scribbleSides(t, o)
 		ne.PutUint32(a.cq.mem[ringConsumer:], rng.Uint32()|1<<31)
 		ne.PutUint32(a.cq.mem[ringArm:], rng.Uint32())
 		wr := SendWR{WRID: 1, Opcode: vhca.WRRDMAWrite, Flags: vhca.SendSignaled,
 			SGL: []SGE{{Addr: a.mr.Addr, Length: 64, LKey: a.mr.LKey}}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-		if _, err := a.qp.PostSend([]SendWR{wr}); err != nil {
-			t.Fatal(err)
+		deadline := time.Now().Add(5 * time.Second)
+		for posted := 0; posted <= a.cq.ring.Entries(); {
+			n, err := a.qp.PostSend([]SendWR{wr})
+			if err != nil && err != ErrQueueFull {
+				t.Fatal(err)
+			}
+			if posted += n; n == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d WRITEs posted; the SQ stays full", posted)
+				}
+				time.Sleep(time.Millisecond)
+			}
 		}
 		if ev := waitEvent(t, a.ctx, vhca.EventCQErr); ev.CQ != a.cq {
 			t.Fatalf("CQ_ERR for %v, want the scribbled CQ", ev.CQ)

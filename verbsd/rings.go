@@ -252,7 +252,7 @@ func (e *engine) fillCQ(c *cqRing) int {
 	if c.cq.Len() == 0 {
 		return work
 	}
-	free, err := c.ring.Free()
+	free, err := c.ring.Free(min(c.cq.Len(), len(e.wcs)))
 	if err != nil {
 		c.dead = true
 		c.s.sendEvent(abi.Event{Type: uint32(vhca.EventCQErr), Handle: c.handle})
@@ -268,7 +268,7 @@ func (e *engine) fillCQ(c *cqRing) int {
 		})
 	}
 	if n > 0 {
-		c.ring.Publish(n)
+		c.ring.Release(n)
 	}
 	return work + n
 }

@@ -185,12 +185,20 @@
 // new producer index once for the whole batch with release ordering (a
 // store per entry costs a full fence each on x86-64 and halves the ring's
 // rate). Then read the flags: if the consumer is asleep, signal its
-// doorbell (an eventfd, handed over on the control socket).
+// doorbell (an eventfd, handed over on the control socket). A producer
+// need not load the consumer index before each batch: the room its last
+// reading left is still there (verbsd reads a CQ's consumer index again
+// only when that room runs short, so a corrupt one is noticed then).
 //
 // Consuming: load the producer index with acquire ordering, copy each
 // entry out of shared memory before looking at it (the other side may
 // still write to it), then store the new consumer index with release
-// ordering.
+// ordering. On x86-64 a release store is a plain MOV; a sequentially
+// consistent one (XCHG) waits for the cache lines of every earlier store,
+// which costs a trip between cores on each message. Only the stores of
+// the sleeping protocol below need to be sequentially consistent: the
+// producer index of an SQ, RQ or SRQ, whose consumer (verbsd) sleeps,
+// and the flags.
 //
 // Sleeping: a consumer that finds the ring empty sets the asleep flag,
 // loads the producer index again, and only then blocks on its doorbell if

@@ -58,6 +58,8 @@ type Ring struct {
 	// This side's own index (the producer's or the consumer's): kept
 	// here, never read back from shared memory.
 	local uint32
+	// The producer's last reading of the consumer's index (Free).
+	seenCons uint32
 }
 
 // NewRing lays a ring out in mem (verbsd's side, which creates it). mem
@@ -129,14 +131,23 @@ func (r *Ring) entry(i uint32) []byte {
 
 // Producer side.
 
-// Free is how many entries the producer may write now. A consumer index
-// that claims more was consumed than was produced is the other side's
-// corruption.
-func (r *Ring) Free() (int, error) {
-	used := r.local - atomic.LoadUint32(r.cons)
+// Free is how many entries the producer may write now; it is at least
+// want when that many are free. The consumer's index is read again only
+// when its last reading leaves fewer than want free: the other side
+// writes that word each time it consumes, and reading it brings its
+// cache line over from the other core (tens of nanoseconds on every
+// post). A consumer index that claims more was consumed than was
+// produced is the other side's corruption.
+func (r *Ring) Free(want int) (int, error) {
+	if used := r.local - r.seenCons; used <= r.entries && int(r.entries-used) >= want {
+		return int(r.entries - used), nil
+	}
+	cons := atomic.LoadUint32(r.cons)
+	used := r.local - cons
 	if used > r.entries {
 		return 0, ErrRingCorrupt
 	}
+	r.seenCons = cons
 	return int(r.entries - used), nil
 }
 
@@ -156,10 +167,22 @@ func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }
 
 // Publish makes the next n written entries visible with one store, and
 // reports whether the consumer is asleep and needs its doorbell rung.
+// The store is sequentially consistent: with the consumer's Sleep, it
+// makes sure that either this side sees the flag or that side sees the
+// entries.
 func (r *Ring) Publish(n int) (wake bool) {
 	r.local += uint32(n)
 	atomic.StoreUint32(r.prod, r.local)
 	return atomic.LoadUint32(r.flags)&FlagAsleep != 0
+}
+
+// Release makes the next n written entries visible with one release
+// store, for a ring whose consumer never sleeps on it (a CQ: its
+// consumer waits on a completion channel, through Arm). It does not wait
+// for the entries to reach the other core, as Publish's store does.
+func (r *Ring) Release(n int) {
+	r.local += uint32(n)
+	storeRelease(r.prod, r.local)
 }
 
 // Consumer side.
@@ -178,10 +201,12 @@ func (r *Ring) Available() (int, error) {
 // may still write to it: copy it before trusting anything in it.
 func (r *Ring) Peek(k int) []byte { return r.entry(r.local + uint32(k)) }
 
-// Consume releases the next n entries to the producer, with one store.
+// Consume releases the next n entries to the producer, with one release
+// store: nobody sleeps on the consumer index, so nothing needs the
+// sequentially consistent store's wait for it to reach the other core.
 func (r *Ring) Consume(n int) {
 	r.local += uint32(n)
-	atomic.StoreUint32(r.cons, r.local)
+	storeRelease(r.cons, r.local)
 }
 
 // Sleep announces that the consumer is about to block on its doorbell and

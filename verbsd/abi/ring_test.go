@@ -66,7 +66,7 @@ func TestRingAcrossMappings(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 		for seq := uint64(0); seq < total; {
-			free, err := prod.Free()
+			free, err := prod.Free(1)
 			if err != nil {
 				t.Error(err)
 				return
@@ -118,7 +118,7 @@ func TestRingIndicesWrap(t *testing.T) {
 	prod.local, cons.local = start, start
 	*prod.prod, *prod.cons = start, start
 	for i := range 40 {
-		free, err := prod.Free()
+		free, err := prod.Free(4)
 		if err != nil || free != 4 {
 			t.Fatalf("round %d: free %d, %v", i, free, err)
 		}
@@ -151,8 +151,9 @@ func TestRingRefusesCorruptIndices(t *testing.T) {
 	if n, err := cons.Available(); err != nil || n != 8 {
 		t.Fatalf("producer 8 ahead: %d, %v", n, err)
 	}
-	atomic.StoreUint32(prod.cons, 1) // a consumer claiming to have consumed what was never produced
-	if _, err := prod.Free(); !errors.Is(err, ErrRingCorrupt) {
+	prod.local = 8                   // the producer has produced 8
+	atomic.StoreUint32(prod.cons, 9) // a consumer claiming to have consumed what was never produced
+	if _, err := prod.Free(1); !errors.Is(err, ErrRingCorrupt) {
 		t.Fatalf("consumer ahead of the producer: %v", err)
 	}
 }
@@ -185,6 +186,44 @@ func TestOpenRingChecksHeader(t *testing.T) {
 	}
 }
 
+// TestRingFreeReadsConsumerWhenShort: Free answers from its last reading
+// of the consumer's index while that leaves enough free, and reads the
+// index again when it does not; what it answers is never more than is
+// free.
+func TestRingFreeReadsConsumerWhenShort(t *testing.T) {
+	prod, cons := sharedRing(t, KindCQ, 8, 8)
+	produce := func(n int) {
+		for k := range n {
+			prod.Slot(k)[0] = byte(k)
+		}
+		prod.Release(n)
+	}
+	consume := func(want int) {
+		if n, err := cons.Available(); err != nil || n != want {
+			t.Fatalf("available %d, %v; want %d", n, err, want)
+		}
+		cons.Consume(want)
+	}
+	produce(8)
+	if n, err := prod.Free(1); err != nil || n != 0 {
+		t.Fatalf("full ring: free %d, %v", n, err)
+	}
+	consume(8)
+	if n, err := prod.Free(1); err != nil || n != 8 {
+		t.Fatalf("emptied ring: free %d, %v; want 8", n, err)
+	}
+	produce(2)
+	consume(2)
+	// 6 were free at the last reading: enough for 6, not read again.
+	if n, err := prod.Free(6); err != nil || n != 6 {
+		t.Fatalf("free %d, %v; want the last reading's 6", n, err)
+	}
+	// Asked for 7, it reads the index and finds all 8 free.
+	if n, err := prod.Free(7); err != nil || n != 8 {
+		t.Fatalf("free %d, %v; want 8 after a new reading", n, err)
+	}
+}
+
 // FuzzRingIndices: whatever indices the other side writes, the ring
 // never panics and never reports more than it holds.
 func FuzzRingIndices(f *testing.F) {
@@ -203,7 +242,7 @@ func FuzzRingIndices(f *testing.F) {
 		} else if err == nil && n > 0 {
 			_ = r.Peek(n - 1)
 		}
-		if n, err := r.Free(); err == nil && (n < 0 || n > 8) {
+		if n, err := r.Free(int(local % 10)); err == nil && (n < 0 || n > 8) {
 			t.Fatalf("free %d", n)
 		} else if err == nil && n > 0 {
 			_ = r.Slot(n - 1)
@@ -232,7 +271,7 @@ func BenchmarkRing(b *testing.B) {
 	}()
 	b.ResetTimer()
 	for sent := 0; sent < b.N; {
-		free, _ := prod.Free()
+		free, _ := prod.Free(min(32, b.N-sent))
 		n := min(free, 32, b.N-sent)
 		for k := range n {
 			prod.Slot(k)[0] = byte(sent + k)
