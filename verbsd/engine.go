@@ -321,7 +321,7 @@ func (e *engine) transmit(h *hca) int {
 		copy(dst[:], buf[:6])
 		switch {
 		case dst == h.mac:
-			h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
+			h.dev.ReceiveOwn(e.now, port)
 			// Loopback: what the frame completed is published before
 			// the next frame is built (often the ACK of this one), as
 			// a frame that crossed a link would be.

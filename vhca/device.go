@@ -115,7 +115,8 @@ type Device struct {
 	ready      qpRing // QPs that may have a packet to send, in turn
 	timed      []*QP  // QPs with a timer armed, in the order they were armed
 	rx         wire.Packet
-	scratch    [64]byte // staging for what a packet path copies through an SGL (atomic results, the GRH area)
+	tx         wire.Packet // the view of the frame Transmit built last (ReceiveOwn)
+	scratch    [64]byte    // staging for what a packet path copies through an SGL (atomic results, the GRH area)
 	srqs       map[uint32]*SRQ
 	events     []Event
 	seg        bool   // the Transmit in progress may build segments (segment.go)

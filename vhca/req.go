@@ -141,15 +141,15 @@ func (d *Device) nextRequest(now Time, qp *QP, buf []byte) int {
 		}
 		r.psn = psnAdd(r.psn, packetsFor(payload, mtu))
 	}
-	var p wire.Packet
+	p := &d.tx
 	if seg != nil {
-		if err := h.EncodeSegment(buf, seg, &p); err != nil {
+		if err := h.EncodeSegment(buf, seg, p); err != nil {
 			d.requestError(qp, w, WCLocLenErr)
 			return 0
 		}
 		d.txSeg = seg
 	} else {
-		if err := h.Encode(buf, int(payload), &p); err != nil {
+		if err := h.Encode(buf, int(payload), p); err != nil {
 			d.requestError(qp, w, WCLocLenErr)
 			return 0
 		}

@@ -510,8 +510,8 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 		it.off += n
 		it.psn = psnAdd(it.psn, packetsFor(n, mtu))
 		if segment {
-			var p wire.Packet
-			if err := h.EncodeSegment(buf, payload, &p); err != nil {
+			p := &d.tx
+			if err := h.EncodeSegment(buf, payload, p); err != nil {
 				return 0
 			}
 			d.txSeg = payload
@@ -521,8 +521,8 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 			return len(p.Frame)
 		}
 	}
-	var p wire.Packet
-	if err := wire.Build(buf, h, payload, &p); err != nil {
+	p := &d.tx
+	if err := wire.Build(buf, h, payload, p); err != nil {
 		return 0
 	}
 	if done {
