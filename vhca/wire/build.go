@@ -416,3 +416,11 @@ func IPv4MappedGID(a [4]byte) (g GID) {
 	copy(g[12:], a[:])
 	return g
 }
+
+// IsIPv4Mapped reports whether g is IPv4MappedGID(a), comparing in place:
+// a GID built to be compared is written in pieces and read in words,
+// which stalls the CPU's store forwarding, on every packet's path check.
+func (g *GID) IsIPv4Mapped(a [4]byte) bool {
+	return binary.LittleEndian.Uint64(g[:8]) == 0 && binary.BigEndian.Uint32(g[8:12]) == 0xFFFF &&
+		[4]byte(g[12:16]) == a
+}

@@ -250,3 +250,23 @@ func TestOpcodeTable(t *testing.T) {
 		}
 	}
 }
+
+// TestIsIPv4Mapped: a GID is the IPv4-mapped GID of exactly one address,
+// and a GID that is not IPv4-mapped is none's.
+func TestIsIPv4Mapped(t *testing.T) {
+	a := [4]byte{192, 0, 2, 7}
+	g := IPv4MappedGID(a)
+	if !g.IsIPv4Mapped(a) {
+		t.Fatalf("%x is not the GID of %v", g, a)
+	}
+	for i := range 16 {
+		h := g
+		h[i] ^= 0x40
+		if h.IsIPv4Mapped(a) {
+			t.Errorf("%x (byte %d changed) still the GID of %v", h, i, a)
+		}
+	}
+	if b := [4]byte{192, 0, 2, 8}; g.IsIPv4Mapped(b) {
+		t.Errorf("%x is the GID of %v too", g, b)
+	}
+}
