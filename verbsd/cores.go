@@ -3,6 +3,7 @@ package verbsd
 import (
 	"bytes"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,4 +74,19 @@ func loadavgRunning(b []byte) (int, bool) {
 		n = n*10 + int(d-'0')
 	}
 	return n, true
+}
+
+// cpuList is set in the kernel's list format, as taskset -c takes it:
+// "0", "0,2".
+func cpuList(set *unix.CPUSet) string {
+	var b []byte
+	for c := range runtime.NumCPU() {
+		if set.IsSet(c) {
+			if len(b) > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(c), 10)
+		}
+	}
+	return string(b)
 }

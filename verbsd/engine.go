@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"errors"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ type engine struct {
 	start time.Time
 	spin  time.Duration
 	cores *cores
+	cpus  *unix.CPUSet // the engine thread's CPUs; nil: any
 	now   vhca.Time
 	quit  bool
 
@@ -139,6 +141,15 @@ func (e *engine) do(f func()) error {
 func (e *engine) run() {
 	defer close(e.stopped)
 	runtime.LockOSThread()
+	if e.cpus != nil {
+		// This thread only (pid 0: the calling thread); it stays the
+		// engine's until run returns.
+		if err := unix.SchedSetaffinity(0, e.cpus); err != nil {
+			slog.Warn("engine thread not bound to its CPUs", "err", err)
+		} else {
+			slog.Info("engine thread bound", "cpus", cpuList(e.cpus))
+		}
+	}
 	// Times are the monotonic clock's, since e.start: one clock read
 	// (time.Since) costs half a time.Now, which also reads the wall
 	// clock, and the idle round reads it every time.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,11 @@ type Config struct {
 	// Spin is how long the engine keeps polling after its last work
 	// before it sleeps (0: defaultSpin, 200 µs; 1 ns: sleep at once).
 	Spin time.Duration
+	// EngineCPUs, if not empty, are the CPUs the engine's thread may run
+	// on: a poll-mode driver's core. With the kernel's packet work (the
+	// NAPI threads of the fast path's netdevs) and the clients kept off
+	// them, nothing preempts the engine in the middle of a batch.
+	EngineCPUs []int
 }
 
 // defaultSpin is how long the engine polls after its last work before it
@@ -122,7 +128,18 @@ func New(cfg Config) (*Server, error) {
 			a.peer, b.peer = b, a
 		}
 	}
+	var cpus unix.CPUSet
+	for _, c := range cfg.EngineCPUs {
+		if c < 0 || c >= runtime.NumCPU() {
+			closeLinks(hcas)
+			return nil, fmt.Errorf("engine CPU %d: this host has CPUs 0 to %d", c, runtime.NumCPU()-1)
+		}
+		cpus.Set(c)
+	}
 	eng, err := newEngine(hcas, cfg.Spin)
+	if err == nil && cpus.Count() > 0 {
+		eng.cpus = &cpus
+	}
 	if err != nil {
 		closeLinks(hcas)
 		return nil, err

@@ -36,6 +36,7 @@ import (
 	"syscall"
 
 	"github.com/softib/softib/ebpf"
+	"github.com/softib/softib/internal/cpulist"
 	"github.com/softib/softib/verbsd"
 	"github.com/softib/softib/verbsd/abi"
 )
@@ -111,7 +112,8 @@ func main() {
 	flag.IntVar(&lim.CQs, "max-cqs", lim.CQs, "CQs per client")
 	flag.IntVar(&lim.MRs, "max-mrs", lim.MRs, "MRs per client")
 	flag.Uint64Var(&lim.MappedBytes, "max-mapped", lim.MappedBytes, "registered bytes per client")
-	spin := flag.Duration("spin", 0, "how long the engine polls after its last work before sleeping (default 50µs)")
+	spin := flag.Duration("spin", 0, "how long the engine polls after its last work before sleeping (default 200µs)")
+	engineCPUs := flag.String("cpus", "", "bind the engine's thread to these CPUs (taskset -c's list: 0 or 0,2 or 2-3): a poll-mode core")
 	verbose := flag.Bool("v", false, "debug logging")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file until shutdown")
 	flag.Parse()
@@ -129,7 +131,12 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	srv, err := verbsd.New(verbsd.Config{Socket: *socket, Devices: devs, Group: *group, Limits: lim, Spin: *spin})
+	cpus, err := cpulist.Parse(*engineCPUs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "verbsd: -cpus:", err)
+		os.Exit(2)
+	}
+	srv, err := verbsd.New(verbsd.Config{Socket: *socket, Devices: devs, Group: *group, Limits: lim, Spin: *spin, EngineCPUs: cpus})
 	if err == nil {
 		err = srv.Listen()
 	}
