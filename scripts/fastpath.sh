@@ -8,7 +8,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lab=scripts/fastpath.lab name=fp host=10.15.0.101
+# The poll-mode layout, as AF_XDP and DPDK deployments give a poller:
+# verbsd's engine alone on CPU 0, the veths' NAPI threads and the perf
+# clients on the others, the same for both paths. On two cores, left to
+# the scheduler, a NAPI thread woken by the engine's sendto runs on the
+# engine's core and preempts it in the middle of its batch, while the
+# other core runs a client that waits. FASTPATH_PIN=0: no placement. The
+# kernel's UDP is measured unplaced, free to use every core.
+cpus=$(nproc)
+if [ "${FASTPATH_PIN:-1}" = 1 ] && [ "$cpus" -ge 2 ]; then
+	client_cpus=1
+	[ "$cpus" -gt 2 ] && client_cpus="1-$((cpus - 1))"
+	lab_flags="-engine-cpus 0 -napi-cpus $client_cpus"
+	echo "layout: verbsd's engine on CPU 0; NAPI threads and perf clients on CPUs $client_cpus"
+fi
 . scripts/labbench.sh
+# The lab's NAPI threads (lab up bound them to the clients' CPUs): the
+# kernel's UDP runs with them unbound, as the kernel places them.
+napi=()
+if [ -n "${client_cpus:-}" ]; then
+	for st in /proc/[0-9]*/status; do
+		if grep -q '^Name:.napi/' "$st" 2>/dev/null && grep -q "^Cpus_allowed_list:.$client_cpus\$" "$st" 2>/dev/null; then
+			p=${st#/proc/} napi+=("${p%/status}")
+		fi
+	done
+fi
+napi_cpus() { for p in "${napi[@]}"; do taskset -pc "$1" "$p" >/dev/null; done; }
+echo "the lab's NAPI threads: ${napi[*]:-none bound}"
 rounds=${FASTPATH_ROUNDS:-1}
 field() { sed "s/.*\"$1\":\([0-9.]*\).*/\1/"; }
 udpgbps() { grep -o '[0-9.]* Gb/s' | cut -d' ' -f1; }
@@ -30,8 +56,10 @@ for r in $(seq "$rounds"); do
 		gb1k[$path]=$(perf write_bw --path "$path" -s 1024 -n 100000 --report_gbits | field bw_avg_gbps)
 		gb64k[$path]=$(perf write_bw --path "$path" -s 65536 -n 5000 --report_gbits | field bw_avg_gbps)
 	done
+	napi_cpus "0-$(($(nproc) - 1))"
 	u64=$(udp udp_bw -b 64 -s 64 -n 1000000 | grep arrived | udpgbps)
 	u1k=$(udp udp_bw -b 64 -s 1024 -n 500000 | grep arrived | udpgbps)
+	if [ -n "${client_cpus:-}" ]; then napi_cpus "$client_cpus"; fi
 	r1=$(ratio "${rate[xdp]}" "${rate[tap]}") r2=$(ratio "${deep[xdp]}" "${deep[tap]}") r3=$(ratio "${gb64k[xdp]}" "${gb64k[tap]}")
 	r4=$(ratio "${gb64[xdp]}" "$u64") r5=$(ratio "${gb1k[xdp]}" "$u1k")
 	all_rate+=" $r1" all_deep+=" $r2" all_64k+=" $r3" all_g64+=" $r4" all_g1k+=" $r5"

@@ -12,16 +12,20 @@ cleanup() {
 	rm -rf "$bin"
 }
 trap cleanup EXIT
-"$softib" lab up "$lab" >/dev/null
+# lab_flags (lab up's) and client_cpus (taskset -c's list for the perf
+# clients) may place the work on the host's CPUs.
+"$softib" lab up ${lab_flags:-} "$lab" >/dev/null
 sock=/run/softib/$name.sock
+pin=()
+[ -n "${client_cpus:-}" ] && pin=(taskset -c "$client_cpus")
 
 # perf TEST ARGS...: softib perf through the lab's verbsd; the client's
 # JSON line.
 perf() {
-	ip netns exec "$name-a" "$softib" -socket "$sock" perf "$@" -d vhca-a -x 1 >/dev/null &
+	ip netns exec "$name-a" "${pin[@]}" "$softib" -socket "$sock" perf "$@" -d vhca-a -x 1 >/dev/null &
 	local srv=$!
 	sleep 0.5
-	ip netns exec "$name-b" "$softib" -socket "$sock" perf "$@" -d vhca-b -x 1 --json "$host"
+	ip netns exec "$name-b" "${pin[@]}" "$softib" -socket "$sock" perf "$@" -d vhca-b -x 1 --json "$host"
 	wait "$srv"
 }
 

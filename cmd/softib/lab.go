@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/softib/softib/client"
+	"github.com/softib/softib/internal/cpulist"
+	"golang.org/x/sys/unix"
 )
 
 // A lab is network namespaces joined into one Ethernet segment, each
@@ -59,6 +62,11 @@ type lab struct {
 	// direct: two nodes whose veths are the two ends of one pair, with no
 	// switch namespace between them.
 	direct bool
+	// engineCPUs and napiCPUs place the work of the fast path on the
+	// host's CPUs (lab up -engine-cpus, -napi-cpus): verbsd's engine on
+	// the first, the NAPI threads of the fast-path veths on the others.
+	engineCPUs string
+	napiCPUs   []int
 }
 
 func parseLab(path string) (*lab, error) {
@@ -182,13 +190,32 @@ func (l *lab) socket() string        { return "/run/softib/" + l.name + ".sock" 
 func (l *lab) pidFile() string       { return "/run/softib/" + l.name + ".pid" }
 
 func labCmd(opts *client.Options, args []string) error {
-	usage := errors.New("lab up FILE | lab down FILE | lab counters FILE SWITCH [PORT]")
+	usage := errors.New("lab up [-engine-cpus LIST -napi-cpus LIST] FILE | lab down FILE | lab counters FILE SWITCH [PORT]")
 	if len(args) < 2 {
 		return usage
+	}
+	var engineCPUs, napiCPUs string
+	if args[0] == "up" {
+		fs := flag.NewFlagSet("lab up", flag.ContinueOnError)
+		fs.StringVar(&engineCPUs, "engine-cpus", "", "bind verbsd's engine to these CPUs (verbsd -cpus)")
+		fs.StringVar(&napiCPUs, "napi-cpus", "", "bind the NAPI threads of the fast-path veths to these CPUs")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+			return usage
+		}
+		args = []string{"up", fs.Arg(0)}
 	}
 	l, err := parseLab(args[1])
 	if err != nil {
 		return err
+	}
+	if engineCPUs != "" || napiCPUs != "" {
+		if l.ib != nil {
+			return fmt.Errorf("lab %s: -engine-cpus and -napi-cpus place an Ethernet lab's fast path", l.name)
+		}
+		if l.napiCPUs, err = cpulist.Parse(napiCPUs); err != nil {
+			return fmt.Errorf("lab up -napi-cpus: %w", err)
+		}
+		l.engineCPUs = engineCPUs
 	}
 	switch {
 	case args[0] == "down" && len(args) == 2:
@@ -220,6 +247,49 @@ func threadedNAPI(ns, dev string) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lab: %s %s keeps softirq NAPI: %v %s\n", ns, dev, err, strings.TrimSpace(string(out)))
 	}
+}
+
+// bindNAPI runs start, which starts NAPI threads, and binds the ones
+// that appeared meanwhile to cpus (none: leaves them where they are).
+// NAPI threads are named after their netdev only ("napi/veth0-8195"),
+// which every node's namespace has, so they are told apart by when they
+// came.
+func bindNAPI(cpus []int, start func()) error {
+	if len(cpus) == 0 {
+		start()
+		return nil
+	}
+	before := napiThreads()
+	start()
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	for pid := range napiThreads() {
+		if before[pid] {
+			continue
+		}
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			return fmt.Errorf("lab: binding NAPI thread %d to CPUs %v: %w", pid, cpus, err)
+		}
+	}
+	return nil
+}
+
+// napiThreads are the kernel's NAPI threads now, by pid.
+func napiThreads() map[int]bool {
+	threads := map[int]bool{}
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, f := range comms {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.HasPrefix(string(b), "napi/") {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+			threads[pid] = true
+		}
+	}
+	return threads
 }
 
 // bridgeWithoutNetfilter makes the bridges of namespace ns plain
@@ -338,6 +408,9 @@ func (l *lab) up() error {
 		steps = [][]string{{"-n", l.name, "link", "add", "br0", "type", "bridge"}, {"-n", l.name, "link", "set", "br0", "up"}}
 	}
 	verbsdArgs := []string{"-socket", l.socket()}
+	if l.engineCPUs != "" {
+		verbsdArgs = append(verbsdArgs, "-cpus", l.engineCPUs)
+	}
 	for i, n := range l.nodes {
 		ns := l.ns(n)
 		if err := ip("netns", "add", ns); err != nil {
@@ -426,7 +499,9 @@ func (l *lab) up() error {
 		if n.path != "tap" {
 			// Once verbsd's XDP program is on the veth: a veth has NAPI
 			// only with one.
-			threadedNAPI(l.ns(n), "veth0")
+			if err := bindNAPI(l.napiCPUs, func() { threadedNAPI(l.ns(n), "veth0") }); err != nil {
+				return fail(err)
+			}
 		}
 		if n.path == "attach" {
 			continue
@@ -436,6 +511,12 @@ func (l *lab) up() error {
 		}
 	}
 	fmt.Printf("lab %s up: verbsd on %s (log /run/softib/%s.log)\n", l.name, l.socket(), l.name)
+	if l.engineCPUs != "" {
+		fmt.Printf("  verbsd's engine on CPUs %s\n", l.engineCPUs)
+	}
+	if len(l.napiCPUs) > 0 {
+		fmt.Printf("  the fast-path veths' NAPI threads on CPUs %v\n", l.napiCPUs)
+	}
 	for _, n := range l.nodes {
 		at := strings.Join(n.addrs, " ")
 		if n.path == "attach" {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,10 +73,11 @@ func allPairs(t *testing.T, prefix, topo string) (softib, name, file string) {
 	return allPairsOpts(t, prefix, "", topo)
 }
 
-// allPairsOpts is allPairs with options on the lab line.
-func allPairsOpts(t *testing.T, prefix, labOpts, topo string) (softib, name, file string) {
+// allPairsOpts is allPairs with options on the lab line, and flags of
+// lab up.
+func allPairsOpts(t *testing.T, prefix, labOpts, topo string, upFlags ...string) (softib, name, file string) {
 	softib, name, file = labFileOpts(t, prefix, labOpts, topo)
-	if out, err := exec.Command(softib, "lab", "up", file).CombinedOutput(); err != nil {
+	if out, err := exec.Command(softib, append(append([]string{"lab", "up"}, upFlags...), file)...).CombinedOutput(); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 	opts := &client.Options{Socket: "/run/softib/" + name + ".sock"}
@@ -277,10 +280,26 @@ func labCounters(n *labVHCA) abi.Counters {
 
 // lab NAME direct: two nodes on the two ends of one veth pair, with no
 // switch namespace, one on the fast path (its veth's NAPI threaded) and
-// one on the TAP path; every transport works both ways.
+// one on the TAP path; every transport works both ways. Brought up with
+// the poll-mode layout where there are two CPUs: verbsd's engine thread
+// on CPU 0, the fast-path veth's NAPI threads on the last CPU.
 func TestLabDirect(t *testing.T) {
+	var upFlags []string
+	last := strconv.Itoa(runtime.NumCPU() - 1)
+	if runtime.NumCPU() >= 2 {
+		upFlags = []string{"-engine-cpus", "0", "-napi-cpus", last}
+	}
 	_, name, _ := allPairsOpts(t, "d", "direct", "node a addr=10.16.0.1/24 host=10.16.0.101/24 path=xdp\n"+
-		"node b addr=10.16.0.2/24 host=10.16.0.102/24\n")
+		"node b addr=10.16.0.2/24 host=10.16.0.102/24\n", upFlags...)
+	if upFlags != nil {
+		pid, _ := os.ReadFile("/run/softib/" + name + ".pid")
+		if engine := threadsBound(t, "/proc/"+strings.TrimSpace(string(pid))+"/task/*/status", "0"); engine != 1 {
+			t.Errorf("%d verbsd threads bound to CPU 0, want the engine's alone", engine)
+		}
+		if napi := threadsBound(t, "/proc/[0-9]*/status", last); napi == 0 {
+			t.Errorf("no NAPI thread bound to CPU %s", last)
+		}
+	}
 	nss, _ := exec.Command("ip", "netns", "list").Output()
 	for _, ns := range strings.Fields(string(nss)) {
 		if ns == name {
@@ -316,4 +335,29 @@ func TestParseLabDirect(t *testing.T) {
 			t.Errorf("%q: error %v, want one that says %q", tc.lab, err, tc.err)
 		}
 	}
+}
+
+// threadsBound counts the tasks of the /proc status files that glob
+// matches whose CPUs are exactly cpus (a Cpus_allowed_list); for
+// /proc/PID/status, only kernel NAPI threads are counted.
+func threadsBound(t *testing.T, glob, cpus string) int {
+	t.Helper()
+	files, _ := filepath.Glob(glob)
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the task ended
+		}
+		st := string(b)
+		if !strings.Contains(glob, "/task/") && !strings.HasPrefix(st, "Name:\tnapi/") {
+			continue
+		}
+		for _, line := range strings.Split(st, "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) == cpus {
+				n++
+			}
+		}
+	}
+	return n
 }
