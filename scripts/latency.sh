@@ -9,6 +9,8 @@
 #             host with fewer than 4 cores; verbsd's engine keeps a core)
 #   two-proc: a server and a client process (three busy threads on two
 #             cores take turns by sched_yield)
+# verbsd's engine runs on CPU 0 (verbsd -cpus) and the clients on the
+# other CPUs, the poll-mode layout (LATENCY_PIN=0: the scheduler's).
 # Usage: scripts/latency.sh [iterations] ; ROUNDS=N (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,12 @@ trap cleanup EXIT
 go build -o "$dir/" ./cmd/verbsd ./cmd/softib
 go test -c -o "$dir/abi.test" ./verbsd/abi
 sock=$dir/verbsd.sock
-"$dir/verbsd" -socket "$sock" -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2 2>"$dir/verbsd.log" &
+cpus=$(nproc) engine=() pin=()
+if [ "${LATENCY_PIN:-1}" = 1 ] && [ "$cpus" -ge 2 ]; then
+	engine=(-cpus 0) pin=(taskset -c "1-$((cpus - 1))")
+	echo "layout: verbsd's engine on CPU 0, the clients on CPUs 1-$((cpus - 1))"
+fi
+"$dir/verbsd" "${engine[@]}" -socket "$sock" -device vhca0,addr=10.0.0.1,pipe=vhca1 -device vhca1,addr=10.0.0.2 2>"$dir/verbsd.log" &
 pids+=($!)
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 
@@ -36,13 +43,13 @@ all_lb="" all_tp=""
 
 for r in $(seq "$rounds"); do
 	c1=$(cacheline)
-	lb=$("$dir/softib" -socket "$sock" perf send_lat -d vhca0 -x 1 -s 8 -n "$iters" --loopback --json | tail -1 | typical)
+	lb=$("${pin[@]}" "$dir/softib" -socket "$sock" perf send_lat -d vhca0 -x 1 -s 8 -n "$iters" --loopback --json | tail -1 | typical)
 	c2=$(cacheline)
 	port=$((20000 + RANDOM % 20000))
-	"$dir/softib" -socket "$sock" perf send_lat -d vhca0 -x 1 -s 8 -n "$iters" -p "$port" >/dev/null &
+	"${pin[@]}" "$dir/softib" -socket "$sock" perf send_lat -d vhca0 -x 1 -s 8 -n "$iters" -p "$port" >/dev/null &
 	srv=$!
 	sleep 0.5
-	tp=$("$dir/softib" -socket "$sock" perf send_lat -d vhca1 -x 1 -s 8 -n "$iters" -p "$port" --json 127.0.0.1 | tail -1 | typical)
+	tp=$("${pin[@]}" "$dir/softib" -socket "$sock" perf send_lat -d vhca1 -x 1 -s 8 -n "$iters" -p "$port" --json 127.0.0.1 | tail -1 | typical)
 	wait "$srv"
 	echo "round $r: cache line one way $c1 ns; send_lat 8 B loopback t_typical $lb us = $(ratio "$lb" "$c1")x"
 	echo "round $r: cache line one way $c2 ns; send_lat 8 B two-proc t_typical $tp us = $(ratio "$tp" "$c2")x"
