@@ -31,12 +31,13 @@ perf() {
 
 # udp TEST ARGS...: the kernel's UDP between the nodes' own addresses
 # (softib perf udp_bw or udp_lat); the server's report, then the
-# client's.
+# client's. udp_rx_cpu and udp_tx_cpu may place the server and the
+# client.
 udp() {
-	ip netns exec "$name-a" "$softib" perf "$@" >"$bin/udp" &
+	ip netns exec "$name-a" ${udp_rx_cpu:+taskset -c "$udp_rx_cpu"} "$softib" perf "$@" >"$bin/udp" &
 	local srv=$!
 	sleep 0.3
-	ip netns exec "$name-b" "$softib" perf "$@" "$host" >"$bin/udpc"
+	ip netns exec "$name-b" ${udp_tx_cpu:+taskset -c "$udp_tx_cpu"} "$softib" perf "$@" "$host" >"$bin/udpc"
 	wait "$srv"
 	cat "$bin/udp" "$bin/udpc"
 }
