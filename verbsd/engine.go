@@ -145,7 +145,9 @@ func (e *engine) run() {
 		// This thread only (pid 0: the calling thread); it stays the
 		// engine's until run returns.
 		if err := unix.SchedSetaffinity(0, e.cpus); err != nil {
-			slog.Warn("engine thread not bound to its CPUs", "err", err)
+			// New checked them against verbsd's own: only a change of
+			// its affinity since then gets here.
+			slog.Error("engine thread not bound to its CPUs", "cpus", cpuList(e.cpus), "err", err)
 		} else {
 			slog.Info("engine thread bound", "cpus", cpuList(e.cpus))
 		}
@@ -385,6 +387,15 @@ func (e *engine) sleep() {
 		}
 		for _, r := range h.srqs {
 			asleep = asleep && (r.dead || r.ring.Sleep())
+		}
+		// Arming a CQ rings no doorbell: an arm that came in since the
+		// last fillCQ is handled before sleeping. With the store of
+		// asleep above (a full fence) before these loads, either they
+		// see the client's arm or the client's poll after arming sees
+		// every completion published before (the CQ's producer index
+		// is stored without a fence: abi.Ring.Release).
+		for _, c := range h.cqs {
+			asleep = asleep && (c.dead || c.ring.ArmRequest() == c.armSeen)
 		}
 	}
 	if asleep && len(e.todo) == 0 {

@@ -148,7 +148,11 @@
 // completion event per arm: it increments the event count at offset 68
 // (written by verbsd only) and then writes 1 to the completion channel's
 // eventfd. A client waiting on a channel reads the eventfd, then looks
-// for the CQs of the channel whose event count moved.
+// for the CQs of the channel whose event count moved. Store the arm word
+// sequentially consistently and poll the CQ once more before waiting
+// (as with ibv_req_notify_cq): verbsd looks at the arm words before it
+// sleeps, and a completion it published before it looked is seen by that
+// poll.
 //
 // # Rings
 //

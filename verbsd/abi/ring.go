@@ -178,8 +178,10 @@ func (r *Ring) Publish(n int) (wake bool) {
 
 // Release makes the next n written entries visible with one release
 // store, for a ring whose consumer never sleeps on it (a CQ: its
-// consumer waits on a completion channel, through Arm). It does not wait
-// for the entries to reach the other core, as Publish's store does.
+// consumer waits on a completion channel, through Arm; verbsd closes
+// that handshake by looking at the arm words after the full fence of
+// going to sleep). It does not wait for the entries to reach the other
+// core, as Publish's store does.
 func (r *Ring) Release(n int) {
 	r.local += uint32(n)
 	storeRelease(r.prod, r.local)
