@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,11 +127,17 @@ func New(cfg Config) (*Server, error) {
 			a.peer, b.peer = b, a
 		}
 	}
-	var cpus unix.CPUSet
-	for _, c := range cfg.EngineCPUs {
-		if c < 0 || c >= runtime.NumCPU() {
+	var cpus, allowed unix.CPUSet
+	if len(cfg.EngineCPUs) > 0 {
+		if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 			closeLinks(hcas)
-			return nil, fmt.Errorf("engine CPU %d: this host has CPUs 0 to %d", c, runtime.NumCPU()-1)
+			return nil, fmt.Errorf("engine CPUs: %w", err)
+		}
+	}
+	for _, c := range cfg.EngineCPUs {
+		if c < 0 || c >= 1024 || !allowed.IsSet(c) {
+			closeLinks(hcas)
+			return nil, fmt.Errorf("engine CPU %d: verbsd may run on CPUs %s only", c, cpuList(&allowed))
 		}
 		cpus.Set(c)
 	}
