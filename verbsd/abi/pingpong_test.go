@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"runtime"
@@ -38,21 +39,37 @@ func BenchmarkCacheLinePingPong(b *testing.B) {
 	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(fd), "memfd")} // fd 3 in the child
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	for atomic.LoadUint64(word) != 1 { // the child is ready
+	// A child that ends before its turns are done would leave this
+	// process spinning for ever: the waits look at exited now and then.
+	var exited atomic.Bool
+	waited := make(chan error, 1)
+	go func() { err := cmd.Wait(); exited.Store(true); waited <- err }()
+	ended := func() {
+		b.Fatalf("the child ended at turn %d of %d: %v\n%s", atomic.LoadUint64(word), 2*n+1, <-waited, out.Bytes())
+	}
+	for spins := 1; atomic.LoadUint64(word) != 1; spins++ { // the child is ready
+		if spins&0xFFFFF == 0 && exited.Load() {
+			ended()
+		}
 	}
 	b.ResetTimer()
 	// Odd values are the child's turn to write, even ones ours.
 	for v := uint64(1); v < 2*n+1; v += 2 {
 		atomic.StoreUint64(word, v+1)
-		for atomic.LoadUint64(word) != v+2 {
+		for spins := 1; atomic.LoadUint64(word) != v+2; spins++ {
+			if spins&0xFFFFF == 0 && exited.Load() {
+				ended()
+			}
 		}
 	}
 	b.StopTimer()
-	if err := cmd.Wait(); err != nil {
-		b.Fatal(err)
+	if err := <-waited; err != nil {
+		b.Fatalf("child: %v\n%s", err, out.Bytes())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*n), "ns/oneway")
 }
