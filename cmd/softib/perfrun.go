@@ -573,7 +573,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if !mine || p.test.Verb == perftest.VerbRead || p.test.Verb == perftest.VerbAtomic {
 			if p.test.Verb == perftest.VerbWrite {
 				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {
-					yield(spin)
+					awaitPeer(spin)
 				}
 			} else if p.test.Verb == perftest.VerbSend {
 				if err := s.waitRecv(size); err != nil {
@@ -597,7 +597,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if mine && (p.test.Verb == perftest.VerbWrite || p.test.Verb == perftest.VerbSend) {
 			if p.test.Verb == perftest.VerbWrite {
 				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {
-					yield(spin)
+					awaitPeer(spin)
 				}
 			} else if err := s.waitRecv(size); err != nil {
 				return nil, err
@@ -623,6 +623,28 @@ func yield(spin int) {
 		runtime.Gosched()
 	}
 }
+
+// awaitPeer is yield for a loop that waits for what the other side has
+// sent (a receive, or its WRITE landing in memory). When both sides share
+// one thread, the other has then posted what this waits for, and what it
+// has left (its own send completion) can wait: this side keeps the
+// thread, and hands it over only every awaitSpins empty polls, in case
+// the other has not got round to posting. A hand-over per empty poll,
+// as yield does, cost about six goroutine switches per message.
+func awaitPeer(spin int) {
+	if !oneThread {
+		yield(spin)
+		return
+	}
+	if spin%awaitSpins == awaitSpins-1 {
+		runtime.Gosched()
+	}
+}
+
+// awaitSpins bounds the polls awaitPeer makes before it hands over: a
+// few microseconds, a message's round trip through verbsd when its
+// cores are slow.
+const awaitSpins = 128
 
 // oneThread: this process runs Go code on one thread (GOMAXPROCS 1).
 var oneThread bool
@@ -670,7 +692,11 @@ func (s *perfSide) wait(recv bool, size uint64) error {
 			}
 			continue
 		}
-		yield(spins)
+		if recv {
+			awaitPeer(spins)
+		} else {
+			yield(spins)
+		}
 		if spins&0xFFFF == 0xFFFF {
 			if start.IsZero() {
 				start = time.Now()
