@@ -16,10 +16,7 @@ import (
 func (d *Device) onResponse(now Time, qp *QP, p *wire.Packet) {
 	r := &qp.req
 	psn := p.BTH().PSN()
-	// Only PSNs the requester has sent and not seen acknowledged count;
-	// anything else is a duplicate or a ghost.
-	if psnDiff(psn, r.unacked) < 0 || psnDiff(psn, r.psn) >= 0 {
-		qp.port.Counters.RcvPSNDrops++
+	if !responsePSNValid(qp, psn) {
 		return
 	}
 	var syn wire.Syndrome
@@ -89,6 +86,18 @@ func (d *Device) onResponse(now Time, qp *QP, p *wire.Packet) {
 		}
 	}
 	d.schedule(qp)
+}
+
+// responsePSNValid reports whether a response's PSN is one the requester
+// has sent and not seen acknowledged; anything else is a duplicate or a
+// ghost, counted and dropped.
+func responsePSNValid(qp *QP, psn uint32) bool {
+	r := &qp.req
+	if psnDiff(psn, r.unacked) < 0 || psnDiff(psn, r.psn) >= 0 {
+		qp.port.Counters.RcvPSNDrops++
+		return false
+	}
+	return true
 }
 
 // sqHeadWQE is the oldest uncompleted WQE that the requester has started.

@@ -116,6 +116,7 @@ type Device struct {
 	timed      []*QP  // QPs with a timer armed, in the order they were armed
 	rx         wire.Packet
 	tx         wire.Packet // the view of the frame Transmit built last (ReceiveOwn)
+	own        ownDelivery // set while ReceiveOwn delivers a frame (ownack.go)
 	scratch    [64]byte    // staging for what a packet path copies through an SGL (atomic results, the GRH area)
 	srqs       map[uint32]*SRQ
 	events     []Event

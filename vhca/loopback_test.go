@@ -40,8 +40,12 @@ func TestReceiveOwn(t *testing.T) {
 				{WRID: 2, Opcode: WRSend, SGL: sge(100, 5000)},
 				{WRID: 3, Opcode: WRRDMAWrite, SGL: sge(0, 65536), RemoteAddr: 0x10000, RKey: y.mr.Key},
 				{WRID: 4, Opcode: WRRDMARead, SGL: sge(0x30000, 65536), RemoteAddr: 0x10000 + 0x100, RKey: y.mr.Key},
-				{WRID: 5, Opcode: WRAtomicFetchAdd, SGL: sge(0x38000, 8), RemoteAddr: 0x18000, RKey: y.mr.Key, CompareAdd: 5},
-				{WRID: 6, Opcode: WRRDMAWriteWithImm, SGL: sge(7, 3), RemoteAddr: 0x19000, RKey: y.mr.Key, Imm: 0xABCD},
+				// Away from what the READ before them reads: a READ's
+				// data is read as its responses go, and with no fence
+				// the requests after it may land before or after that,
+				// as the frames' turns fall.
+				{WRID: 5, Opcode: WRAtomicFetchAdd, SGL: sge(0x38000, 8), RemoteAddr: 0x28000, RKey: y.mr.Key, CompareAdd: 5},
+				{WRID: 6, Opcode: WRRDMAWriteWithImm, SGL: sge(7, 3), RemoteAddr: 0x29000, RKey: y.mr.Key, Imm: 0xABCD},
 			}
 			for i := range wrs {
 				wrs[i].Flags = SendSignaled
@@ -52,21 +56,7 @@ func TestReceiveOwn(t *testing.T) {
 			if _, err := d.PostSend(x.qp, wrs); err != nil {
 				t.Fatal(err)
 			}
-			buf := make([]byte, 16384)
-			for steps := 0; ; steps++ {
-				if steps > 10000 {
-					t.Fatal("no end after 10000 frames")
-				}
-				n, seg, port := d.TransmitSegment(1, buf)
-				if n == 0 {
-					break
-				}
-				if own {
-					d.ReceiveOwn(1, port)
-				} else {
-					d.ReceiveSegment(1, port, buf[:n], seg)
-				}
-			}
+			turnAround(t, d, own, 10000)
 			var o outcome
 			wcs := make([]WC, 16)
 			for _, cq := range []*CQ{x.scq, y.rcq} {
@@ -101,6 +91,29 @@ func TestReceiveOwn(t *testing.T) {
 		}
 		if c := runs[1].counters; c.RcvPackets != c.XmitPackets || c.RcvPackets < 60 {
 			t.Errorf("inProcess %v: %d packets sent, %d received", inProcess, c.XmitPackets, c.RcvPackets)
+		}
+	}
+}
+
+// turnAround sends the device's frames to itself until it has none, as a
+// link turns around frames to its own address: each taken from the view
+// it was built with (ReceiveOwn) if own, else parsed again
+// (ReceiveSegment). It returns how many frames went, failing the test
+// past most.
+func turnAround(t testing.TB, d *Device, own bool, most int) int {
+	buf := make([]byte, 16384)
+	for frames := 0; ; frames++ {
+		n, seg, port := d.TransmitSegment(1, buf)
+		if n == 0 {
+			return frames
+		}
+		if frames == most {
+			t.Fatalf("no end after %d frames", most)
+		}
+		if own {
+			d.ReceiveOwn(1, port)
+		} else {
+			d.ReceiveSegment(1, port, buf[:n], seg)
 		}
 	}
 }

@@ -49,7 +49,9 @@ func (d *Device) receive(now Time, port uint8, frame, segment []byte) {
 // returned when it is addressed to this device itself (loopback, as an
 // HCA turns such a frame around in hardware), taken from the view the
 // device built it with: a frame this device just built needs no parse.
-// The caller must not have changed the frame.
+// The caller must not have changed the frame, and must turn around every
+// frame to the same address: an ACK to it goes without a frame
+// (ownack.go).
 func (d *Device) ReceiveOwn(now Time, port uint8) {
 	pt := d.Port(port)
 	if pt == nil {
@@ -60,7 +62,11 @@ func (d *Device) ReceiveOwn(now Time, port uint8) {
 	if d.rx.Segment() {
 		segment = d.rx.Payload()
 	}
+	if e := d.rx.Ethernet(); e != nil {
+		d.own = ownDelivery{on: true, dst: e.Dst()}
+	}
 	d.accept(now, pt, &d.rx, segment)
+	d.own.on = false
 }
 
 // accept takes a parsed packet that arrived on port pt (the payload of a
@@ -133,33 +139,50 @@ func (d *Device) deliver(now Time, pt *Port, qp *QP, p *wire.Packet) {
 // pathMatches reports whether a packet for a connected QP comes from the
 // QP's peer and is addressed to the QP's own port address.
 func pathMatches(qp *QP, p *wire.Packet) bool {
-	av, pt := &qp.attr.AV, qp.port
-	var own wire.GID
-	if int(av.GRH.SGIDIndex) < len(pt.GIDs) {
-		own = pt.GIDs[av.GRH.SGIDIndex].GID
-	}
 	switch p.Encap {
 	case wire.EncapRoCEv2IPv4:
 		ip := p.IPv4()
-		return av.GRH.DGID.IsIPv4Mapped(ip.Src()) && own.IsIPv4Mapped(ip.Dst())
+		return ipv4PathMatches(qp, ip.Src(), ip.Dst())
 	case wire.EncapRoCEv2IPv6:
 		ip := p.IPv6()
-		return ip.Src() == av.GRH.DGID && ip.Dst() == own
+		return gidPathMatches(qp, ip.Src(), ip.Dst())
 	case wire.EncapRoCEv1:
 		g := p.GRH()
-		return g.SGID() == av.GRH.DGID && g.DGID() == own
+		return gidPathMatches(qp, g.SGID(), g.DGID())
 	case wire.EncapIB:
+		av, pt := &qp.attr.AV, qp.port
 		l := p.LRH()
 		lmc := uint16(1)<<pt.LMC - 1
 		if l.SLID() != av.DLID || l.DLID()&^lmc != pt.LID&^lmc {
 			return false
 		}
 		if g := p.GRH(); g != nil {
-			return g.SGID() == av.GRH.DGID && g.DGID() == own
+			return gidPathMatches(qp, g.SGID(), g.DGID())
 		}
 		return true
 	}
 	return false
+}
+
+// ipv4PathMatches is pathMatches for a RoCEv2 packet over IPv4 from src
+// to dst.
+func ipv4PathMatches(qp *QP, src, dst [4]byte) bool {
+	own := ownGID(qp)
+	return qp.attr.AV.GRH.DGID.IsIPv4Mapped(src) && own.IsIPv4Mapped(dst)
+}
+
+// gidPathMatches is pathMatches for a packet from GID src to GID dst.
+func gidPathMatches(qp *QP, src, dst wire.GID) bool {
+	return src == qp.attr.AV.GRH.DGID && dst == ownGID(qp)
+}
+
+// ownGID is the GID a connected QP sends from: its port's GID at the
+// path's SGID index (zero if there is none).
+func ownGID(qp *QP) wire.GID {
+	if i := int(qp.attr.AV.GRH.SGIDIndex); i < len(qp.port.GIDs) {
+		return qp.port.GIDs[i].GID
+	}
+	return wire.GID{}
 }
 
 // pkeyMatch is the partition check (IBA 1.4 §10.9.3): the low 15 bits
@@ -175,7 +198,7 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 	for d.ready.n > 0 {
 		qp := d.ready.pop()
 		qp.ready = false
-		n := d.nextResponse(qp, buf)
+		n := d.nextResponse(now, qp, buf)
 		if n == 0 {
 			if qp.rate.kbps != 0 && !d.paced(now, qp) {
 				continue // over its rate limit: off the ring until its bucket allows

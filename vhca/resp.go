@@ -30,6 +30,7 @@ type respItem struct {
 	off   uint32     // READ: bytes of the resource already answered
 	first bool       // READ: the next packet starts the response stream
 	fatal bool       // a NAK after which the QP goes to Error
+	own   bool       // an ACK taken without a frame (ownack.go)
 }
 
 // rdResource is what a responder keeps of a READ or atomic request, to
@@ -236,7 +237,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 	lastPSN := psnAdd(psn, psnsOf(qp, p)-1)
 	r.epsn = psnAdd(lastPSN, 1)
 	if qp.Type == QPTypeRC && p.BTH().AckReq() {
-		d.queueResponse(qp, respItem{kind: respACK, psn: lastPSN, syn: wire.ACKSyndrome(wire.CreditCountInvalid)})
+		d.queueResponse(qp, respItem{kind: respACK, psn: lastPSN, syn: wire.ACKSyndrome(wire.CreditCountInvalid), own: d.ackComesBack(qp)})
 	}
 	return noNAK, 0
 }
@@ -449,8 +450,15 @@ func (d *Device) responderError(qp *QP, psn uint32, syn wire.Syndrome, status WC
 }
 
 // nextResponse builds the next queued response of qp into buf.
-func (d *Device) nextResponse(qp *QP, buf []byte) int {
+func (d *Device) nextResponse(now Time, qp *QP, buf []byte) int {
 	r := &qp.resp
+	if len(r.queue) == 0 {
+		return 0
+	}
+	for len(r.queue) > 0 && r.queue[0].own {
+		d.ackOwn(now, qp, r.queue[0].psn)
+		r.queue = r.queue[:copy(r.queue, r.queue[1:])]
+	}
 	if len(r.queue) == 0 {
 		return 0
 	}
@@ -492,7 +500,7 @@ func (d *Device) nextResponse(qp *QP, buf []byte) int {
 			psn := it.psn
 			r.queue = r.queue[:0]
 			d.responderError(qp, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError), 0)
-			return d.nextResponse(qp, buf)
+			return d.nextResponse(now, qp, buf)
 		}
 		done = it.off+n == res.length
 		switch {

@@ -169,6 +169,30 @@ func (h *Headers) encode(buf []byte, payloadLen int, segment bool, p *Packet) er
 	return nil
 }
 
+// Len is the length Encode gives a packet of h's opcode with a payload of
+// payloadLen bytes (Packet.Len), without building it.
+func (h *Headers) Len(payloadLen int) int {
+	n := h.Opcode.Info().HeaderLen + payloadLen + -payloadLen&3 + ICRCLen
+	switch h.Encap {
+	case EncapIB:
+		n += LRHLen + VCRCLen
+		if h.GRH {
+			n += GRHLen
+		}
+		return n
+	case EncapRoCEv1:
+		n += EthernetLen + GRHLen
+	case EncapRoCEv2IPv4:
+		n += EthernetLen + IPv4Len + UDPLen
+	case EncapRoCEv2IPv6:
+		n += EthernetLen + IPv6Len + UDPLen
+	}
+	if h.VLAN {
+		n += VLANTagLen
+	}
+	return n
+}
+
 // lengthsFit reports whether the packet fits its length fields: PktLen
 // counts 11 bits of words, IP and UDP lengths 16 bits of bytes.
 func (h *Headers) lengthsFit(p *Packet) bool {

@@ -270,3 +270,30 @@ func TestIsIPv4Mapped(t *testing.T) {
 		t.Errorf("%x is the GID of %v too", g, b)
 	}
 }
+
+// TestHeadersLen: Len, the length without a build, is the length Encode
+// gives, for every encapsulation, with and without a VLAN tag or a GRH,
+// for headers of every size and payloads that need a pad.
+func TestHeadersLen(t *testing.T) {
+	buf := make([]byte, 9000)
+	ops := []Opcode{RCAcknowledge, RCSendOnly, RCRDMAWriteOnly, UDSendOnlyWithImmediate, RCAtomicAcknowledge}
+	for _, encap := range []Encap{EncapIB, EncapRoCEv1, EncapRoCEv2IPv4, EncapRoCEv2IPv6} {
+		for _, extra := range []bool{false, true} {
+			for _, op := range ops {
+				for _, n := range []int{0, 1, 3, 8, 1024} {
+					h := Headers{Encap: encap, Opcode: op, VLAN: extra && encap.Ethernet(), GRH: extra && encap == EncapIB}
+					if !op.Info().Payload && n > 0 {
+						continue
+					}
+					var p Packet
+					if err := h.Encode(buf, n, &p); err != nil {
+						t.Fatalf("%v %v extra %v %d bytes: %v", encap, op, extra, n, err)
+					}
+					if got := h.Len(n); got != p.Len() {
+						t.Errorf("%v %v extra %v %d bytes: Len %d, Encode %d", encap, op, extra, n, got, p.Len())
+					}
+				}
+			}
+		}
+	}
+}

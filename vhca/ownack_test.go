@@ -1,0 +1,128 @@
+package vhca
+
+import (
+	"testing"
+
+	"github.com/softib/softib/vhca/wire"
+)
+
+// TestAckOwn: an ACK taken without a frame (ownack.go) does what its frame
+// does, also where the frame does not reach its requester. y answers x's
+// SEND with an ACK to the QP its path names; each case runs twice, with
+// the frames turned around by ReceiveOwn and with them parsed again
+// (ReceiveSegment), and the completions, QP states and port counters
+// must agree, while ReceiveOwn sends fewer frames.
+func TestAckOwn(t *testing.T) {
+	other := wire.IPv4MappedGID([4]byte{192, 0, 2, 99})
+	cases := []struct {
+		name string
+		ackd bool // x's SEND completes
+		// to sets up z, the QP y answers, when y does not answer x.
+		to func(t *testing.T, d *Device, x, z *endpoint) uint32
+	}{
+		{name: "to its requester", ackd: true},
+		{name: "to no QP", to: func(*testing.T, *Device, *endpoint, *endpoint) uint32 { return 0xABCDE }},
+		{name: "to a UD QP", to: func(t *testing.T, d *Device, _, _ *endpoint) uint32 {
+			return newEndpoint(t, d, QPTypeUD, 4096, 1).qp.Num
+		}},
+		{name: "to a QP not sending", to: func(t *testing.T, d *Device, x, z *endpoint) uint32 {
+			path(t, z, x.qp.Num, d.Ports[0].GIDs[0].GID, false)
+			return z.qp.Num
+		}},
+		{name: "to a QP on another path", to: func(t *testing.T, d *Device, x, z *endpoint) uint32 {
+			path(t, z, x.qp.Num, other, true)
+			return z.qp.Num
+		}},
+		{name: "to a QP that sent nothing", to: func(t *testing.T, d *Device, x, z *endpoint) uint32 {
+			path(t, z, x.qp.Num, d.Ports[0].GIDs[0].GID, true)
+			return z.qp.Num
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			type outcome struct {
+				wcs      []WC
+				states   [3]QPState
+				counters PortCounters
+				frames   int
+			}
+			var runs [2]outcome
+			for mode, own := range []bool{false, true} {
+				d := inProcessDevice(t, 1)
+				x, y, z := newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1)
+				path(t, x, y.qp.Num, d.Ports[0].GIDs[0].GID, true)
+				answer := x.qp.Num
+				if c.to != nil {
+					answer = c.to(t, d, x, z)
+				}
+				path(t, y, answer, d.Ports[0].GIDs[0].GID, true)
+				if _, err := d.PostRecv(y.qp, []RecvWR{{WRID: 7, SGL: []SGE{{Addr: 0x10000, Length: 64, LKey: y.mr.Key}}}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.PostSend(x.qp, []SendWR{{WRID: 8, Opcode: WRSend, Flags: SendSignaled | SendInline, InlineData: []byte("ping")}}); err != nil {
+					t.Fatal(err)
+				}
+				o := outcome{frames: turnAround(t, d, own, 100)}
+				for _, cq := range []*CQ{x.scq, x.rcq, y.scq, y.rcq, z.scq, z.rcq} {
+					o.wcs = append(o.wcs, (&endpoint{}).poll(cq)...)
+				}
+				for i, e := range []*endpoint{x, y, z} {
+					o.states[i] = e.qp.state
+				}
+				o.counters = d.Ports[0].Counters
+				runs[mode] = o
+			}
+			parsed, own := runs[0], runs[1]
+			if len(parsed.wcs) != len(own.wcs) {
+				t.Fatalf("completions parsed %+v, from ReceiveOwn %+v", parsed.wcs, own.wcs)
+			}
+			for i := range parsed.wcs {
+				if parsed.wcs[i] != own.wcs[i] {
+					t.Errorf("completion %d parsed %+v, from ReceiveOwn %+v", i, parsed.wcs[i], own.wcs[i])
+				}
+			}
+			if want := 1 + btoi(c.ackd); len(own.wcs) != want {
+				t.Errorf("%d completions, want %d: %+v", len(own.wcs), want, own.wcs)
+			}
+			if parsed.states != own.states {
+				t.Errorf("QP states parsed %v, from ReceiveOwn %v", parsed.states, own.states)
+			}
+			if parsed.counters != own.counters {
+				t.Errorf("counters parsed %+v, from ReceiveOwn %+v", parsed.counters, own.counters)
+			}
+			if parsed.frames != 2 || own.frames != 1 {
+				t.Errorf("frames: %d parsed, %d from ReceiveOwn; want 2 (SEND and ACK) and 1", parsed.frames, own.frames)
+			}
+		})
+	}
+}
+
+// path takes an RC endpoint to RTR with a path to QP dqpn at GID dgid on
+// its own port, and on to RTS if rts.
+func path(t *testing.T, e *endpoint, dqpn uint32, dgid wire.GID, rts bool) {
+	t.Helper()
+	d := e.d
+	init := QPAttr{State: QPStateInit, Port: 1, AccessFlags: AccessRemoteWrite}
+	if err := d.ModifyQP(e.qp, &init, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	rtr := QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: dqpn, MaxDestRdAtomic: 1, MinRNRTimer: 1,
+		AV: AV{Port: 1, IsGlobal: true, DMAC: d.Ports[0].MAC, GRH: GlobalRoute{DGID: dgid, HopLimit: 64}}}
+	if err := d.ModifyQP(e.qp, &rtr, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer); err != nil {
+		t.Fatal(err)
+	}
+	if !rts {
+		return
+	}
+	r := QPAttr{State: QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
+	if err := d.ModifyQP(e.qp, &r, QPAttrState|QPAttrSQPSN|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
