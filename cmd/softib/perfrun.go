@@ -36,6 +36,11 @@ type perfSide struct {
 	byQPN  map[uint32]int
 	// completions polled while waiting for the other kind (latency tests)
 	pendingSend, pendingRecv int
+	// repost counts the receives a latency loop has consumed and not yet
+	// posted again: it posts them after its next send, off the path of
+	// the message (the queue holds rx-depth of them: the peer never
+	// finds it empty).
+	repost int
 }
 
 const udQKey = 0x11111111
@@ -559,6 +564,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 	if p.test.Verb == perftest.VerbSend && size <= 64 {
 		wr.Flags |= vhca.SendInline
 	}
+	recv := s.recvWR(0, size)
 	posted := make([]time.Duration, p.iters)
 	start := time.Now()
 	// write_lat polls the last byte of the buffer the peer writes into.
@@ -576,7 +582,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 					awaitPeer(spin)
 				}
 			} else if p.test.Verb == perftest.VerbSend {
-				if err := s.waitRecv(size); err != nil {
+				if err := s.waitRecv(); err != nil {
 					return nil, err
 				}
 			}
@@ -591,6 +597,11 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if _, err := qp.PostSend([]client.SendWR{wr}); err != nil {
 			return nil, err
 		}
+		for ; s.repost > 0; s.repost-- {
+			if _, err := qp.PostRecv([]client.RecvWR{recv}); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.waitSend(); err != nil {
 			return nil, err
 		}
@@ -599,7 +610,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 				for spin := 0; byte(atomic.LoadUint32(word)>>shift) != byte(it+1); spin++ {
 					awaitPeer(spin)
 				}
-			} else if err := s.waitRecv(size); err != nil {
+			} else if err := s.waitRecv(); err != nil {
 				return nil, err
 			}
 		}
@@ -650,11 +661,11 @@ const awaitSpins = 128
 var oneThread bool
 
 // waitSend and waitRecv poll until a send (or receive) completion.
-func (s *perfSide) waitSend() error { return s.wait(false, 0) }
+func (s *perfSide) waitSend() error { return s.wait(false) }
 
-func (s *perfSide) waitRecv(size uint64) error { return s.wait(true, size) }
+func (s *perfSide) waitRecv() error { return s.wait(true) }
 
-func (s *perfSide) wait(recv bool, size uint64) error {
+func (s *perfSide) wait(recv bool) error {
 	// The clock is read only once the wait has lasted (every 64 Ki empty
 	// polls): a read costs tens of nanoseconds on each message's path.
 	var start time.Time
@@ -668,12 +679,9 @@ func (s *perfSide) wait(recv bool, size uint64) error {
 			if wc.Status != vhca.WCSuccess {
 				return fmt.Errorf("completion with error: %s (%d)", wc.Status, wc.Status)
 			}
-			isRecv := wc.Opcode&vhca.WCRecv != 0
-			if isRecv {
+			if wc.Opcode&vhca.WCRecv != 0 {
 				s.pendingRecv++
-				if _, err := s.qps[0].PostRecv([]client.RecvWR{s.recvWR(0, size)}); err != nil {
-					return err
-				}
+				s.repost++
 			} else {
 				s.pendingSend++
 			}
