@@ -175,11 +175,7 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	if cq.ring == nil {
 		return 0, invalid("PollCQ", "CQ destroyed")
 	}
-	n, err := cq.ring.Available()
-	if err != nil {
-		return 0, ErrRingCorrupt
-	}
-	n = min(n, len(wc))
+	n := cq.ring.Available(len(wc))
 	for i := range n {
 		e := abi.CQE(cq.ring.Peek(i))
 		wc[i] = WC{

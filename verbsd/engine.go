@@ -386,7 +386,7 @@ func (e *engine) sleep() {
 			asleep = asleep && r.sleep()
 		}
 		for _, r := range h.srqs {
-			asleep = asleep && (r.dead || r.ring.Sleep())
+			asleep = asleep && r.ring.Sleep()
 		}
 		// Arming a CQ rings no doorbell: an arm that came in since the
 		// last fillCQ is handled before sleeping. With the store of

@@ -20,7 +20,6 @@ type qpRings struct {
 	mem    *mapping
 	sq, rq *abi.Ring // rq nil when the QP receives from an SRQ
 	cap    vhca.QPCap
-	dead   bool // a ring was corrupted: the QP is in Error, its rings ignored
 }
 
 // srqRing is a shared receive queue with its ring.
@@ -31,7 +30,6 @@ type srqRing struct {
 	mem    *mapping
 	ring   *abi.Ring
 	maxSGE int
-	dead   bool
 }
 
 // cqRing is a CQ with its ring and completion channel.
@@ -54,9 +52,6 @@ type compChannel struct {
 }
 
 func (r *qpRings) sleep() bool {
-	if r.dead {
-		return true
-	}
 	if !r.sq.Sleep() {
 		return false
 	}
@@ -70,24 +65,9 @@ func (r *qpRings) wake() {
 	}
 }
 
-// corrupt ends a QP whose client broke a ring's indices.
-func (e *engine) corrupt(r *qpRings) {
-	r.dead = true
-	h := r.s.h
-	h.dev.ModifyQP(r.qp, &vhca.QPAttr{State: vhca.QPStateError}, vhca.QPAttrState)
-	r.s.sendEvent(abi.Event{Type: uint32(vhca.EventQPFatal), Handle: r.handle})
-}
-
 // pollSQ moves the send WQEs the client published into the QP.
 func (e *engine) pollSQ(r *qpRings) int {
-	if r.dead {
-		return 0
-	}
-	n, err := r.sq.Available()
-	if err != nil {
-		e.corrupt(r)
-		return 0
-	}
+	n := r.sq.Available(r.sq.Entries())
 	dev := r.s.h.dev
 	size := r.sq.EntrySize()
 	done := 0
@@ -153,14 +133,10 @@ func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 
 // pollRQ moves the receive WQEs the client published into the QP.
 func (e *engine) pollRQ(r *qpRings) int {
-	if r.dead || r.rq == nil {
+	if r.rq == nil {
 		return 0
 	}
-	n, err := r.rq.Available()
-	if err != nil {
-		e.corrupt(r)
-		return 0
-	}
+	n := r.rq.Available(r.rq.Entries())
 	dev := r.s.h.dev
 	done := 0
 	for ; done < n; done++ {
@@ -199,16 +175,8 @@ func (e *engine) decodeRecv(w abi.RecvWQE, maxSGE int) bool {
 
 // pollSRQ moves the receive WQEs the client published into the SRQ.
 func (e *engine) pollSRQ(r *srqRing) int {
-	if r.dead {
-		return 0
-	}
 	dev := r.s.h.dev
-	n, err := r.ring.Available()
-	if err != nil {
-		r.dead = true
-		dev.RefuseSRQRecv(r.srq)
-		return 0
-	}
+	n := r.ring.Available(r.ring.Entries())
 	done := 0
 	for ; done < n; done++ {
 		w := abi.RecvWQE(e.wqe[:r.ring.EntrySize()])

@@ -111,12 +111,12 @@
 //	48  u32  address handle (UD: a Handle from CreateAH)
 //	52  u32  remote QPN (UD)
 //	56  u32  remote Q_Key (UD)
-//	60  u32  zero
+//	60  u32  sequence word (see Rings)
 //	64  ...  SGEs, or the inline data when the INLINE flag is set
 //
 // An SGE is 16 bytes: u64 address, u32 length, u32 L_Key. Receive queue
 // and SRQ entries (RecvWQESize: 16 + 16 × max_recv_sge): u64 wr_id, u32
-// number of SGEs, u32 zero, then the SGEs.
+// number of SGEs, u32 sequence word, then the SGEs.
 //
 // Completion queue entries (64 bytes, the fields of ibv_wc):
 //
@@ -133,6 +133,8 @@
 //	32  u32  wc_flags (ibv_wc_flags)
 //	36  u16  P_Key index
 //	38  u16  SLID
+//	40  ...  zero, up to
+//	60  u32  sequence word
 //
 // verbsd checks every entry it reads: counts against the entry size and
 // the queue's capabilities, the opcode against the QP type, the address
@@ -164,7 +166,7 @@
 //
 //	offset  size  field
 //	0       4     magic 0x52494E47 ("RING" read as a big-endian word)
-//	4       2     layout version, 1
+//	4       2     layout version, 2
 //	6       2     kind: 1 send queue, 2 receive queue, 3 SRQ, 4 CQ
 //	8       4     entry size in bytes, a multiple of 8
 //	12      4     number of entries, a power of two
@@ -185,34 +187,48 @@
 // (mod 2^32) entries are published and not yet consumed; it is never more
 // than the number of entries.
 //
-// Producing: write entries at the producer index onwards, then store the
-// new producer index once for the whole batch with release ordering (a
-// store per entry costs a full fence each on x86-64 and halves the ring's
-// rate). Then read the flags: if the consumer is asleep, signal its
-// doorbell (an eventfd, handed over on the control socket). A producer
-// need not load the consumer index before each batch: the room its last
-// reading left is still there (verbsd reads a CQ's consumer index again
-// only when that room runs short, so a corrupt one is noticed then).
+// Each entry also carries a sequence word (offset 60 of a send queue
+// entry and of a CQE, 12 of a receive queue entry): the entry at index i
+// is published when its sequence word is i + 1 (mod 2^32). A consumer
+// finds what was published by reading the sequence words of the entries
+// from its index on, in the cache lines it copies next: a trip between
+// cores per message, where reading the producer index first made two,
+// one after the other. verbsd lays a ring out with every word zero.
 //
-// Consuming: load the producer index with acquire ordering, copy each
-// entry out of shared memory before looking at it (the other side may
-// still write to it), then store the new consumer index with release
-// ordering. On x86-64 a release store is a plain MOV; a sequentially
-// consistent one (XCHG) waits for the cache lines of every earlier store,
-// which costs a trip between cores on each message. Only the stores of
-// the sleeping protocol below need to be sequentially consistent: the
-// producer index of an SQ, RQ or SRQ, whose consumer (verbsd) sleeps,
-// and the flags.
+// Producing: write entries at the producer index onwards, then the
+// sequence word of each, after the rest of it (stores in program order:
+// any store on x86-64, release stores elsewhere), then store the new
+// producer index once for the whole batch. Then read the flags: if the
+// consumer is asleep, signal its doorbell (an eventfd, handed over on the
+// control socket). A producer need not load the consumer index before
+// each batch: the room its last reading left is still there (verbsd reads
+// a CQ's consumer index again only when that room runs short, so a
+// corrupt one is noticed then).
+//
+// Consuming: load the sequence word of the entry at the consumer's index
+// with acquire ordering; while it is published, copy the entry out of
+// shared memory before looking at it (the other side may still write to
+// it) and go on to the next. Then store the new consumer index with
+// release ordering. On x86-64 a release store is a plain MOV; a
+// sequentially consistent one (XCHG) waits for the cache lines of every
+// earlier store, which costs a trip between cores on each message. Only
+// the stores of the sleeping protocol below need to be sequentially
+// consistent: the producer index of an SQ, RQ or SRQ, whose consumer
+// (verbsd) sleeps, and the flags. No consumer reads the producer index;
+// it is the producer's fence, and a record for whoever inspects a ring.
 //
 // Sleeping: a consumer that finds the ring empty sets the asleep flag,
-// loads the producer index again, and only then blocks on its doorbell if
-// the ring is still empty (clearing the flag when it wakes). With
-// sequentially consistent stores and loads on both sides (what Go's
-// sync/atomic gives; C11 memory_order_seq_cst), either the producer sees
-// the flag and rings, or the consumer sees the new entries: no wake-up is
-// lost.
+// loads the sequence word at its index again, and only then blocks on its
+// doorbell if the entry is still not published (clearing the flag when
+// it wakes). With sequentially consistent stores and loads (what Go's
+// sync/atomic gives; C11 memory_order_seq_cst) of the flags and the
+// producer index, which the producer stores after the sequence words,
+// either the producer sees the flag and rings, or the consumer sees the
+// new entries: no wake-up is lost.
 //
-// verbsd treats every value it reads from a client's ring as hostile: a
-// producer index more than a ring ahead of the consumer index is an error
-// of that client (its queue goes to the error state), never a crash.
+// verbsd treats every value it reads from a client's ring as hostile: it
+// takes what the sequence words say, never more than the ring holds, and
+// checks each entry as above; a consumer index that claims more was
+// consumed than was produced is an error of that client (its CQ goes to
+// the error state), never a crash.
 package abi

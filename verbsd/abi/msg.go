@@ -9,8 +9,8 @@ package abi
 
 // Version is the ABI version: of the control messages and of the ring
 // and entry layouts. verbsd refuses a client of any other version.
-// Version 2 added PortAttr.Netdev.
-const Version = 2
+// Version 2 added PortAttr.Netdev; version 3 the rings' sequence words.
+const Version = 3
 
 // MaxMsg is the largest control message, header included.
 const MaxMsg = 64 << 10

@@ -10,7 +10,7 @@ import (
 // Ring layout constants (see the package documentation).
 const (
 	RingMagic      = 0x52494E47
-	RingVersion    = 1
+	RingVersion    = 2
 	RingHeaderSize = 256
 	offMagic       = 0
 	offVersion     = 4
@@ -37,6 +37,19 @@ const (
 	KindCQ  Kind = 4
 )
 
+// SeqOffset is where in an entry of a ring of kind k its sequence word
+// lies: a word of the entry's fixed part that no field uses.
+func SeqOffset(k Kind) int {
+	switch k {
+	case KindSQ:
+		return offSendSeq
+	case KindRQ, KindSRQ:
+		return offRecvSeq
+	default:
+		return offCQESeq
+	}
+}
+
 // ErrRingCorrupt says the other side put an impossible index into a ring.
 var ErrRingCorrupt = errors.New("abi: ring index out of range: the other side corrupted the ring")
 
@@ -50,6 +63,7 @@ type Ring struct {
 	mem       []byte
 	entries   uint32
 	entrySize int
+	seq       int // the sequence word's offset in an entry
 	prod      *uint32
 	cons      *uint32
 	flags     *uint32
@@ -71,14 +85,19 @@ func NewRing(mem []byte, kind Kind, entries, entrySize int) (*Ring, error) {
 	if entrySize < 8 || entrySize > MaxRingEntrySz || entrySize%8 != 0 {
 		return nil, fmt.Errorf("abi: ring entry of %d bytes: want a multiple of 8 up to %d", entrySize, MaxRingEntrySz)
 	}
+	if entrySize < SeqOffset(kind)+4 {
+		return nil, fmt.Errorf("abi: ring entry of %d bytes: kind %d needs %d", entrySize, kind, SeqOffset(kind)+4)
+	}
 	if len(mem) < RingSize(entries, entrySize) {
 		return nil, fmt.Errorf("abi: %d bytes for a ring that needs %d", len(mem), RingSize(entries, entrySize))
 	}
 	if uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
 		return nil, errors.New("abi: ring memory not 8-byte aligned")
 	}
-	clear(mem[:RingHeaderSize])
-	r := attach(mem, entries, entrySize)
+	// Zero sequence words: no entry is published (index 2^32-1, whose
+	// word would be 0, is reached only after the slot's earlier laps).
+	clear(mem[:RingSize(entries, entrySize)])
+	r := attach(mem, kind, entries, entrySize)
 	put32(mem[offMagic:], RingMagic)
 	put16(mem[offVersion:], RingVersion)
 	put16(mem[offKind:], uint16(kind))
@@ -101,17 +120,18 @@ func OpenRing(mem []byte, kind Kind) (*Ring, error) {
 	}
 	entries, size := int(get32(mem[offEntries:])), int(get32(mem[offEntrySize:]))
 	if entries < 1 || entries > MaxRingEntries || entries&(entries-1) != 0 ||
-		size < 8 || size > MaxRingEntrySz || size%8 != 0 || len(mem) < RingSize(entries, size) {
+		size < SeqOffset(kind)+4 || size > MaxRingEntrySz || size%8 != 0 || len(mem) < RingSize(entries, size) {
 		return nil, errors.New("abi: ring header out of range")
 	}
-	return attach(mem, entries, size), nil
+	return attach(mem, kind, entries, size), nil
 }
 
-func attach(mem []byte, entries, size int) *Ring {
+func attach(mem []byte, kind Kind, entries, size int) *Ring {
 	return &Ring{
 		mem:       mem[:RingSize(entries, size)],
 		entries:   uint32(entries),
 		entrySize: size,
+		seq:       SeqOffset(kind),
 		prod:      (*uint32)(unsafe.Pointer(&mem[offProducer])),
 		cons:      (*uint32)(unsafe.Pointer(&mem[offConsumer])),
 		flags:     (*uint32)(unsafe.Pointer(&mem[offFlags])),
@@ -127,6 +147,21 @@ func (r *Ring) EntrySize() int { return r.entrySize }
 func (r *Ring) entry(i uint32) []byte {
 	off := RingHeaderSize + int(i&(r.entries-1))*r.entrySize
 	return r.mem[off : off+r.entrySize : off+r.entrySize]
+}
+
+// seqWord is the sequence word of the entry at index i: i+1 once the
+// entry is published.
+func (r *Ring) seqWord(i uint32) *uint32 {
+	off := RingHeaderSize + int(i&(r.entries-1))*r.entrySize + r.seq
+	return (*uint32)(unsafe.Pointer(&r.mem[off]))
+}
+
+// stamp writes the sequence words of the next n entries, each after its
+// entry (the caller's stores to it come first).
+func (r *Ring) stamp(n int) {
+	for k := range uint32(n) {
+		storeRelease(r.seqWord(r.local+k), r.local+k+1)
+	}
 }
 
 // Producer side.
@@ -171,6 +206,7 @@ func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }
 // makes sure that either this side sees the flag or that side sees the
 // entries.
 func (r *Ring) Publish(n int) (wake bool) {
+	r.stamp(n)
 	r.local += uint32(n)
 	atomic.StoreUint32(r.prod, r.local)
 	return atomic.LoadUint32(r.flags)&FlagAsleep != 0
@@ -183,20 +219,24 @@ func (r *Ring) Publish(n int) (wake bool) {
 // going to sleep). It does not wait for the entries to reach the other
 // core, as Publish's store does.
 func (r *Ring) Release(n int) {
+	r.stamp(n)
 	r.local += uint32(n)
 	storeRelease(r.prod, r.local)
 }
 
 // Consumer side.
 
-// Available is how many published entries wait to be consumed. A producer
-// index more than a ring ahead is the other side's corruption.
-func (r *Ring) Available() (int, error) {
-	n := atomic.LoadUint32(r.prod) - r.local
-	if n > r.entries {
-		return 0, ErrRingCorrupt
+// Available is how many published entries wait to be consumed, up to
+// most: those whose sequence words say so, from the consumer's index on.
+// It reads the entries' own cache lines, which the consumer copies next,
+// and not the producer index's: one trip between cores per message where
+// there were two, one after the other.
+func (r *Ring) Available(most int) int {
+	n := uint32(0)
+	for int(n) < most && n < r.entries && atomic.LoadUint32(r.seqWord(r.local+n)) == r.local+n+1 {
+		n++
 	}
-	return int(n), nil
+	return int(n)
 }
 
 // Peek is the k-th available entry, k below Available. The other side
@@ -216,7 +256,7 @@ func (r *Ring) Consume(n int) {
 // then cleared again and the consumer goes on consuming).
 func (r *Ring) Sleep() bool {
 	atomic.StoreUint32(r.flags, FlagAsleep)
-	if atomic.LoadUint32(r.prod) != r.local {
+	if atomic.LoadUint32(r.seqWord(r.local)) == r.local+1 {
 		atomic.StoreUint32(r.flags, 0)
 		return false
 	}

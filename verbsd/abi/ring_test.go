@@ -75,7 +75,7 @@ func TestRingAcrossMappings(t *testing.T) {
 			for k := range n {
 				e := prod.Slot(k)
 				binary.LittleEndian.PutUint64(e, seq)
-				binary.LittleEndian.PutUint64(e[56:], ^seq)
+				binary.LittleEndian.PutUint64(e[48:], ^seq) // short of the sequence word
 				seq++
 			}
 			if n > 0 && prod.Publish(n) {
@@ -87,10 +87,7 @@ func TestRingAcrossMappings(t *testing.T) {
 	var buf [8]byte
 	var copyOut [64]byte
 	for want := uint64(0); want < total; {
-		n, err := cons.Available()
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := cons.Available(64)
 		if n == 0 {
 			if cons.Sleep() {
 				unix.Read(bell, buf[:])
@@ -100,7 +97,7 @@ func TestRingAcrossMappings(t *testing.T) {
 		}
 		for k := range n {
 			copy(copyOut[:], cons.Peek(k))
-			if got := binary.LittleEndian.Uint64(copyOut[:]); got != want || binary.LittleEndian.Uint64(copyOut[56:]) != ^want {
+			if got := binary.LittleEndian.Uint64(copyOut[:]); got != want || binary.LittleEndian.Uint64(copyOut[48:]) != ^want {
 				t.Fatalf("entry %d: got %d", want, got)
 			}
 			want++
@@ -113,7 +110,7 @@ func TestRingAcrossMappings(t *testing.T) {
 
 // TestRingIndicesWrap runs a ring across the 2^32 wrap of its indices.
 func TestRingIndicesWrap(t *testing.T) {
-	prod, cons := sharedRing(t, KindCQ, 4, 8)
+	prod, cons := sharedRing(t, KindCQ, 4, CQESize)
 	start := ^uint32(0) - 5
 	prod.local, cons.local = start, start
 	*prod.prod, *prod.cons = start, start
@@ -126,9 +123,8 @@ func TestRingIndicesWrap(t *testing.T) {
 			binary.LittleEndian.PutUint64(prod.Slot(k), uint64(i*3+k))
 		}
 		prod.Publish(3)
-		n, err := cons.Available()
-		if err != nil || n != 3 {
-			t.Fatalf("round %d: available %d, %v", i, n, err)
+		if n := cons.Available(4); n != 3 {
+			t.Fatalf("round %d: available %d", i, n)
 		}
 		for k := range 3 {
 			if got := binary.LittleEndian.Uint64(cons.Peek(k)); got != uint64(i*3+k) {
@@ -139,17 +135,28 @@ func TestRingIndicesWrap(t *testing.T) {
 	}
 }
 
-// TestRingRefusesCorruptIndices: an index the other side set beyond what
-// the ring can hold is reported, whatever its value.
-func TestRingRefusesCorruptIndices(t *testing.T) {
+// TestRingCorruptIndices: what the consumer takes is what the sequence
+// words say, whatever the producer index claims, and never more than the
+// ring holds or the consumer asks; a consumer index claiming more than
+// was produced is reported.
+func TestRingCorruptIndices(t *testing.T) {
 	prod, cons := sharedRing(t, KindRQ, 8, 16)
-	atomic.StoreUint32(prod.prod, 9) // a producer claiming 9 entries in a ring of 8
-	if _, err := cons.Available(); !errors.Is(err, ErrRingCorrupt) {
-		t.Fatalf("producer 9 ahead: %v", err)
+	atomic.StoreUint32(prod.prod, 9) // a producer index claiming 9 entries in a ring of 8
+	if n := cons.Available(100); n != 0 {
+		t.Fatalf("nothing stamped, producer index 9: available %d", n)
 	}
-	atomic.StoreUint32(prod.prod, 8)
-	if n, err := cons.Available(); err != nil || n != 8 {
-		t.Fatalf("producer 8 ahead: %d, %v", n, err)
+	for i := range uint32(8) {
+		*prod.seqWord(i) = i + 1 // all 8 stamped
+	}
+	if n := cons.Available(100); n != 8 {
+		t.Fatalf("8 stamped: available %d", n)
+	}
+	if n := cons.Available(3); n != 3 {
+		t.Fatalf("8 stamped, 3 asked: available %d", n)
+	}
+	*prod.seqWord(5) = 99
+	if n := cons.Available(100); n != 5 {
+		t.Fatalf("entry 5 unstamped: available %d", n)
 	}
 	prod.local = 8                   // the producer has produced 8
 	atomic.StoreUint32(prod.cons, 9) // a consumer claiming to have consumed what was never produced
@@ -161,9 +168,9 @@ func TestRingRefusesCorruptIndices(t *testing.T) {
 // TestOpenRingChecksHeader: a client opening a ring checks what verbsd
 // wrote; a damaged header is refused, not trusted.
 func TestOpenRingChecksHeader(t *testing.T) {
-	mem := make([]uint64, RingSize(8, 16)/8)
+	mem := make([]uint64, RingSize(8, SendWQEHeader)/8)
 	b := unsafeBytes(mem)
-	if _, err := NewRing(b, KindSQ, 8, 16); err != nil {
+	if _, err := NewRing(b, KindSQ, 8, SendWQEHeader); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenRing(b, KindCQ); err == nil {
@@ -172,14 +179,15 @@ func TestOpenRingChecksHeader(t *testing.T) {
 	for _, c := range []struct {
 		off int
 		v   uint32
-	}{{offMagic, 1}, {offEntries, 6}, {offEntries, 1 << 30}, {offEntrySize, 12}, {offEntrySize, 0}} {
+	}{{offMagic, 1}, {offEntries, 6}, {offEntries, 1 << 30}, {offEntrySize, 12}, {offEntrySize, 0}, {offEntrySize, 56}} {
 		bad := append([]byte(nil), b...)
 		put32(bad[c.off:], c.v)
 		if _, err := OpenRing(alignedCopy(bad), KindSQ); err == nil {
 			t.Errorf("header with %#x at %d accepted", c.v, c.off)
 		}
 	}
-	for _, c := range []struct{ n, size int }{{3, 16}, {8, 12}, {0, 8}, {MaxRingEntries * 2, 8}} {
+	// 56 bytes leave an SQ entry no room for its sequence word.
+	for _, c := range []struct{ n, size int }{{3, 64}, {8, 12}, {8, 56}, {0, 64}, {MaxRingEntries * 2, 64}} {
 		if _, err := NewRing(make([]byte, 1<<16), KindSQ, c.n, c.size); err == nil {
 			t.Errorf("NewRing(%d entries of %d) accepted", c.n, c.size)
 		}
@@ -191,7 +199,7 @@ func TestOpenRingChecksHeader(t *testing.T) {
 // index again when it does not; what it answers is never more than is
 // free.
 func TestRingFreeReadsConsumerWhenShort(t *testing.T) {
-	prod, cons := sharedRing(t, KindCQ, 8, 8)
+	prod, cons := sharedRing(t, KindCQ, 8, CQESize)
 	produce := func(n int) {
 		for k := range n {
 			prod.Slot(k)[0] = byte(k)
@@ -199,8 +207,8 @@ func TestRingFreeReadsConsumerWhenShort(t *testing.T) {
 		prod.Release(n)
 	}
 	consume := func(want int) {
-		if n, err := cons.Available(); err != nil || n != want {
-			t.Fatalf("available %d, %v; want %d", n, err, want)
+		if n := cons.Available(8); n != want {
+			t.Fatalf("available %d; want %d", n, want)
 		}
 		cons.Consume(want)
 	}
@@ -224,27 +232,56 @@ func TestRingFreeReadsConsumerWhenShort(t *testing.T) {
 	}
 }
 
-// FuzzRingIndices: whatever indices the other side writes, the ring
-// never panics and never reports more than it holds.
+// FuzzRingIndices: whatever the other side writes into the indices and
+// the sequence words, the ring never panics, takes exactly the entries
+// stamped in a row from its own index, never more than it holds or is
+// asked for, and reports a consumer index ahead of the producer.
 func FuzzRingIndices(f *testing.F) {
-	f.Add(uint32(0), uint32(0), uint32(0))
-	f.Add(uint32(9), uint32(0), ^uint32(0))
-	f.Fuzz(func(t *testing.T, p, c, local uint32) {
-		mem := unsafeBytes(make([]uint64, RingSize(8, 16)/8))
-		r, err := NewRing(mem, KindSQ, 8, 16)
+	f.Add(uint32(0), uint32(0), uint32(0), uint8(0), uint8(8))
+	f.Add(uint32(9), uint32(0), ^uint32(0), uint8(0xFF), uint8(3))
+	f.Add(uint32(1), uint32(5), uint32(3), uint8(0x7B), uint8(100))
+	f.Fuzz(func(t *testing.T, p, c, local uint32, stamped, most uint8) {
+		mem := unsafeBytes(make([]uint64, RingSize(8, SendWQEHeader)/8))
+		r, err := NewRing(mem, KindSQ, 8, SendWQEHeader)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.local = local
 		*r.prod, *r.cons = p, c
-		if n, err := r.Available(); err == nil && (n < 0 || n > 8) {
-			t.Fatalf("available %d", n)
-		} else if err == nil && n > 0 {
+		want := 0
+		for i := range uint32(8) {
+			// Bit i of stamped: the i-th entry from local is stamped,
+			// else its word holds a wrong value.
+			v := local + i + 1
+			if stamped&(1<<i) == 0 {
+				v = ^v
+			}
+			*r.seqWord(local + i) = v
+			if stamped&(1<<i) != 0 && want == int(i) {
+				want++
+			}
+		}
+		want = min(want, int(most))
+		if n := r.Available(int(most)); n != want {
+			t.Fatalf("stamped %08b, most %d: available %d, want %d", stamped, most, n, want)
+		} else if n > 0 {
 			_ = r.Peek(n - 1)
 		}
-		if n, err := r.Free(int(local % 10)); err == nil && (n < 0 || n > 8) {
-			t.Fatalf("free %d", n)
-		} else if err == nil && n > 0 {
+		// Free answers from its last reading of the consumer index (0,
+		// at first) while that leaves enough, else reads it.
+		asked := int(local % 10)
+		used := local - c
+		if local <= 8 && int(8-local) >= asked {
+			used = local
+		}
+		n, err := r.Free(asked)
+		if used > 8 {
+			if err == nil {
+				t.Fatalf("consumer %d, producer %d: no error", c, local)
+			}
+		} else if err != nil || n != 8-int(used) {
+			t.Fatalf("consumer %d, producer %d: free %d, %v", c, local, n, err)
+		} else if n > 0 {
 			_ = r.Slot(n - 1)
 		}
 	})
@@ -258,7 +295,7 @@ func BenchmarkRing(b *testing.B) {
 	go func() {
 		defer close(done)
 		for got := 0; got < b.N; {
-			n, _ := cons.Available()
+			n := cons.Available(256)
 			if n == 0 {
 				continue
 			}

@@ -26,8 +26,10 @@ const (
 	offAH          = 48
 	offRemoteQPN   = 52
 	offRemoteQKey  = 56
+	offSendSeq     = 60 // the ring's sequence word (ring.go)
 	RecvWQEHeader  = 16
 	offRecvNumSGE  = 8
+	offRecvSeq     = 12
 	CQESize        = 64
 	offCQEStatus   = 8
 	offCQEOpcode   = 9
@@ -41,6 +43,7 @@ const (
 	offCQEFlags    = 32
 	offCQEPKeyIdx  = 36
 	offCQESLID     = 38
+	offCQESeq      = 60
 )
 
 // SendWQESize is the entry size of a send queue that takes maxSGE SGEs
