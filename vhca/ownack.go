@@ -6,13 +6,16 @@ import "github.com/softib/softib/vhca/wire"
 // without a frame. The request it acknowledges came back to this device
 // (ReceiveOwn: the link turned around a frame to the device's own MAC),
 // and an ACK to the same MAC comes back the same way. Building that frame,
-// turning it around and reading it again is a third of such a message's
+// turning it around and reading it again is a quarter of such a message's
 // work in the engine, and on its path: the requester's next WQE waits
 // for it. So the ACK is queued as any response, in PSN order, and when
 // its turn to be sent comes, ackOwn does what the frame would have done:
 // the same port counters, the checks of the receive path (accept,
-// deliver), and the completer's handling of an ACK (onResponse). It is
-// taken at that turn, as the frame would be built, and not at once: the
+// deliver), and the completer's handling of an ACK (onResponse). Only
+// the turns of other frames may differ, one frame fewer taking one: an
+// order the links allow as well (an unfenced READ's data may be read
+// before or after the requests behind it land). It is taken at that
+// turn, as the frame would be built, and not at once: the
 // completions of the request go out first, as they do when the ACK is a
 // frame, and the receiver, who waits for its completion, is not made to
 // wait for the sender's too. NAKs, READ responses and atomic ACKs keep

@@ -456,8 +456,11 @@ func (d *Device) nextResponse(now Time, qp *QP, buf []byte) int {
 		return 0
 	}
 	for len(r.queue) > 0 && r.queue[0].own {
-		d.ackOwn(now, qp, r.queue[0].psn)
+		psn := r.queue[0].psn
 		r.queue = r.queue[:copy(r.queue, r.queue[1:])]
+		// Taken off the queue first: a QP connected to itself may end
+		// in Error here, which empties its queue.
+		d.ackOwn(now, qp, psn)
 	}
 	if len(r.queue) == 0 {
 		return 0
