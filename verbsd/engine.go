@@ -392,8 +392,8 @@ func (e *engine) sleep() {
 		// last fillCQ is handled before sleeping. With the store of
 		// asleep above (a full fence) before these loads, either they
 		// see the client's arm or the client's poll after arming sees
-		// every completion published before (the CQ's producer index
-		// is stored without a fence: abi.Ring.Release).
+		// every completion published before (a CQ's sequence words and
+		// producer index are stored without a fence: abi.Ring.Release).
 		for _, c := range h.cqs {
 			asleep = asleep && (c.dead || c.ring.ArmRequest() == c.armSeen)
 		}

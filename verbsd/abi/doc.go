@@ -18,7 +18,7 @@
 // are in the host's byte order.
 //
 //	offset  size  header field
-//	0       2     ABI version (Version, 2)
+//	0       2     ABI version (Version, 3)
 //	2       2     operation (Op)
 //	4       4     sequence number, chosen by the client, echoed in the reply
 //	8       4     status: 0 in requests; in replies 0 or an errno value
@@ -193,12 +193,15 @@
 // finds what was published by reading the sequence words of the entries
 // from its index on, in the cache lines it copies next: a trip between
 // cores per message, where reading the producer index first made two,
-// one after the other. verbsd lays a ring out with every word zero.
+// one after the other. A ring's memory starts zeroed (verbsd makes each
+// in a new memfd).
 //
 // Producing: write entries at the producer index onwards, then the
-// sequence word of each, after the rest of it (stores in program order:
-// any store on x86-64, release stores elsewhere), then store the new
-// producer index once for the whole batch. Then read the flags: if the
+// sequence word of each with release ordering, after the rest of it (C11
+// memory_order_release; a plain MOV on x86-64, but one the compiler must
+// not move before the entry's stores), then store the new producer index
+// once for the whole batch, sequentially consistently for an SQ, RQ or
+// SRQ (below). Then read the flags: if the
 // consumer is asleep, signal its doorbell (an eventfd, handed over on the
 // control socket). A producer need not load the consumer index before
 // each batch: the room its last reading left is still there (verbsd reads
@@ -220,11 +223,14 @@
 // Sleeping: a consumer that finds the ring empty sets the asleep flag,
 // loads the sequence word at its index again, and only then blocks on its
 // doorbell if the entry is still not published (clearing the flag when
-// it wakes). With sequentially consistent stores and loads (what Go's
-// sync/atomic gives; C11 memory_order_seq_cst) of the flags and the
-// producer index, which the producer stores after the sequence words,
-// either the producer sees the flag and rings, or the consumer sees the
-// new entries: no wake-up is lost.
+// it wakes). Each side needs a full fence between its store and its
+// load: the consumer's store of the flag and the producer's store of the
+// producer index, both sequentially consistent (what Go's sync/atomic
+// gives; an XCHG on x86-64), are those fences; in C11, where a
+// sequentially consistent store is not a fence for other locations,
+// follow each with atomic_thread_fence(memory_order_seq_cst). Then either
+// the producer sees the flag and rings, or the consumer sees the new
+// sequence word: no wake-up is lost.
 //
 // verbsd treats every value it reads from a client's ring as hostile: it
 // takes what the sequence words say, never more than the ring holds, and

@@ -77,7 +77,9 @@ type Ring struct {
 }
 
 // NewRing lays a ring out in mem (verbsd's side, which creates it). mem
-// must be 8-byte aligned (an mmap'd region is page aligned).
+// must be 8-byte aligned (an mmap'd region is page aligned) and its
+// entries zero (a new memfd's are): a zero sequence word publishes no
+// entry.
 func NewRing(mem []byte, kind Kind, entries, entrySize int) (*Ring, error) {
 	if entries < 1 || entries > MaxRingEntries || entries&(entries-1) != 0 {
 		return nil, fmt.Errorf("abi: %d ring entries: want a power of two up to %d", entries, MaxRingEntries)
@@ -94,9 +96,10 @@ func NewRing(mem []byte, kind Kind, entries, entrySize int) (*Ring, error) {
 	if uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
 		return nil, errors.New("abi: ring memory not 8-byte aligned")
 	}
-	// Zero sequence words: no entry is published (index 2^32-1, whose
-	// word would be 0, is reached only after the slot's earlier laps).
-	clear(mem[:RingSize(entries, entrySize)])
+	// Not the entries: clearing them would make the kernel allocate
+	// every page of a large queue at once. (Index 2^32-1, whose word
+	// would be 0, is reached only after the slot's earlier laps.)
+	clear(mem[:RingHeaderSize])
 	r := attach(mem, kind, entries, entrySize)
 	put32(mem[offMagic:], RingMagic)
 	put16(mem[offVersion:], RingVersion)
@@ -113,7 +116,7 @@ func OpenRing(mem []byte, kind Kind) (*Ring, error) {
 		return nil, errors.New("abi: ring memory too short or misaligned")
 	}
 	if get32(mem[offMagic:]) != RingMagic || get16(mem[offVersion:]) != RingVersion {
-		return nil, errors.New("abi: not a ring of layout version 1")
+		return nil, fmt.Errorf("abi: not a ring of layout version %d", RingVersion)
 	}
 	if k := Kind(get16(mem[offKind:])); k != kind {
 		return nil, fmt.Errorf("abi: ring of kind %d, want %d", k, kind)
