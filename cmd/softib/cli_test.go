@@ -56,7 +56,7 @@ func TestPerfLoopbackJSON(t *testing.T) {
 	o := startVerbsd(t)
 	for _, tc := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
 		"write_bw -c UC", "send_bw -c UD -s 1024", "send_lat -c UD", "write_bw -q 3 -s 4096", "write_bw -a -n 20", "write_bw -D 1 -n 5",
-		"write_bw -e", "send_bw -e", "send_lat -e"} {
+		"write_bw -e", "send_bw -e", "send_lat -e", "send_lat -c UD -r 1", "send_lat -c UC -r 1"} {
 		t.Run(strings.ReplaceAll(tc, " ", "_"), func(t *testing.T) {
 			args := append(strings.Fields(tc), "--loopback", "--json", "-d", "vhca0")
 			if !strings.Contains(tc, "-n") {

@@ -38,8 +38,8 @@ type perfSide struct {
 	pendingSend, pendingRecv int
 	// repost counts the receives a latency loop has consumed and not yet
 	// posted again: it posts them after its next send, off the path of
-	// the message (the queue holds rx-depth of them: the peer never
-	// finds it empty).
+	// the message, when the queue holds two or more (at most one is owed
+	// when the peer answers); with one, before the send.
 	repost int
 }
 
@@ -594,13 +594,16 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if wr.Flags&vhca.SendInline != 0 {
 			wr.InlineData = mr.Buf[:size]
 		}
+		if p.rxDepth < 2 {
+			if err := s.postOwed(recv); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := qp.PostSend([]client.SendWR{wr}); err != nil {
 			return nil, err
 		}
-		for ; s.repost > 0; s.repost-- {
-			if _, err := qp.PostRecv([]client.RecvWR{recv}); err != nil {
-				return nil, err
-			}
+		if err := s.postOwed(recv); err != nil {
+			return nil, err
 		}
 		if err := s.waitSend(); err != nil {
 			return nil, err
@@ -616,6 +619,16 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		}
 	}
 	return posted, nil
+}
+
+// postOwed posts again the receives the latency loop consumed.
+func (s *perfSide) postOwed(recv client.RecvWR) error {
+	for ; s.repost > 0; s.repost-- {
+		if _, err := s.qps[0].PostRecv([]client.RecvWR{recv}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // yield is called between empty polls: client.Relax lets verbsd run
