@@ -16,7 +16,6 @@ import (
 
 	"github.com/softib/softib/client"
 	"github.com/softib/softib/internal/cpulist"
-	"golang.org/x/sys/unix"
 )
 
 // A lab is network namespaces joined into one Ethernet segment, each
@@ -249,49 +248,6 @@ func threadedNAPI(ns, dev string) {
 	}
 }
 
-// bindNAPI runs start, which starts NAPI threads, and binds the ones
-// that appeared meanwhile to cpus (none: leaves them where they are).
-// NAPI threads are named after their netdev only ("napi/veth0-8195"),
-// which every node's namespace has, so they are told apart by when they
-// came.
-func bindNAPI(cpus []int, start func()) error {
-	if len(cpus) == 0 {
-		start()
-		return nil
-	}
-	before := napiThreads()
-	start()
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	for pid := range napiThreads() {
-		if before[pid] {
-			continue
-		}
-		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return fmt.Errorf("lab: binding NAPI thread %d to CPUs %v: %w", pid, cpus, err)
-		}
-	}
-	return nil
-}
-
-// napiThreads are the kernel's NAPI threads now, by pid.
-func napiThreads() map[int]bool {
-	threads := map[int]bool{}
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, f := range comms {
-		b, err := os.ReadFile(f)
-		if err != nil || !strings.HasPrefix(string(b), "napi/") {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
-			threads[pid] = true
-		}
-	}
-	return threads
-}
-
 // bridgeWithoutNetfilter makes the bridges of namespace ns plain
 // Ethernet switches: where br_netfilter is loaded (container hosts load
 // it), every bridged IP frame would otherwise go through the iptables
@@ -499,7 +455,7 @@ func (l *lab) up() error {
 		if n.path != "tap" {
 			// Once verbsd's XDP program is on the veth: a veth has NAPI
 			// only with one.
-			if err := bindNAPI(l.napiCPUs, func() { threadedNAPI(l.ns(n), "veth0") }); err != nil {
+			if err := bindNAPI(l.napiCPUs, l.ns(n), "veth0", func() { threadedNAPI(l.ns(n), "veth0") }); err != nil {
 				return fail(err)
 			}
 		}

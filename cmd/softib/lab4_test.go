@@ -299,6 +299,17 @@ func TestLabDirect(t *testing.T) {
 		if napi := threadsBound(t, "/proc/[0-9]*/status", last); napi == 0 {
 			t.Errorf("no NAPI thread bound to CPU %s", last)
 		}
+		// The threads bound are the ones the kernel names for the
+		// fast-path node's veth.
+		pids, err := napiThreadsOf(name+"-a", "veth0")
+		if err != nil || len(pids) == 0 {
+			t.Fatalf("NAPI threads of %s-a veth0: %v, %v", name, pids, err)
+		}
+		for _, pid := range pids {
+			if n := threadsBound(t, "/proc/"+strconv.Itoa(pid)+"/status", last); n != 1 {
+				t.Errorf("NAPI thread %d of %s-a veth0 not bound to CPU %s", pid, name, last)
+			}
+		}
 	}
 	nss, _ := exec.Command("ip", "netns", "list").Output()
 	for _, ns := range strings.Fields(string(nss)) {
