@@ -203,11 +203,11 @@ func (r *Ring) Unconsumed() int {
 // before Publish; k must be below Free.
 func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }
 
-// Publish makes the next n written entries visible with one store, and
-// reports whether the consumer is asleep and needs its doorbell rung.
-// The store is sequentially consistent: with the consumer's Sleep, it
-// makes sure that either this side sees the flag or that side sees the
-// entries.
+// Publish makes the next n written entries visible (their sequence
+// words), stores the producer index, and reports whether the consumer is
+// asleep and needs its doorbell rung. The index's store is sequentially
+// consistent, a full fence: with the consumer's Sleep, it makes sure that
+// either this side sees the flag or that side sees the entries.
 func (r *Ring) Publish(n int) (wake bool) {
 	r.stamp(n)
 	r.local += uint32(n)
@@ -215,12 +215,11 @@ func (r *Ring) Publish(n int) (wake bool) {
 	return atomic.LoadUint32(r.flags)&FlagAsleep != 0
 }
 
-// Release makes the next n written entries visible with one release
-// store, for a ring whose consumer never sleeps on it (a CQ: its
-// consumer waits on a completion channel, through Arm; verbsd closes
-// that handshake by looking at the arm words after the full fence of
-// going to sleep). It does not wait for the entries to reach the other
-// core, as Publish's store does.
+// Release is Publish without the fence, for a ring whose consumer never
+// sleeps on it (a CQ: its consumer waits on a completion channel,
+// through Arm; verbsd closes that handshake by looking at the arm words
+// after the full fence of going to sleep). It does not wait for the
+// entries to reach the other core, as Publish's fence does.
 func (r *Ring) Release(n int) {
 	r.stamp(n)
 	r.local += uint32(n)
