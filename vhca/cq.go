@@ -77,7 +77,9 @@ func (cq *CQ) Poll(out []WC) int {
 	n := 0
 	for n < len(out) && cq.count > 0 {
 		out[n] = cq.ring[cq.head]
-		cq.head = (cq.head + 1) % len(cq.ring)
+		if cq.head++; cq.head == len(cq.ring) {
+			cq.head = 0
+		}
 		cq.count--
 		n++
 	}
@@ -105,7 +107,19 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		cq.dev.raise(Event{Type: EventCQErr, CQ: cq})
 		return false
 	}
-	cq.ring[(cq.head+cq.count)%len(cq.ring)] = *wc
+	// Indices wrap by subtraction: a division costs more than the
+	// rest of a push.
+	i := cq.head + cq.count
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	// Field by field: the caller has just built wc field by field, and
+	// a whole-struct copy's wide loads of those narrow stores wait for
+	// them to leave the store buffer (no store-to-load forwarding).
+	s := &cq.ring[i]
+	s.WRID, s.Status, s.Opcode, s.VendorErr = wc.WRID, wc.Status, wc.Opcode, wc.VendorErr
+	s.ByteLen, s.Imm, s.QPNum, s.SrcQP = wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP
+	s.Flags, s.PKeyIndex, s.SLID, s.SL, s.DLIDPath = wc.Flags, wc.PKeyIndex, wc.SLID, wc.SL, wc.DLIDPath
 	cq.count++
 	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
 		cq.armed = cqUnarmed

@@ -111,6 +111,8 @@ type Device struct {
 	mrs        map[uint32]*MR // by key
 	cqs        map[uint32]*CQ
 	qps        map[uint32]*QP
+	qpSlot     [lookupSlots]*QP // in front of qps (lookup.go)
+	mrSlot     [lookupSlots]*MR // in front of mrs
 	nextQPN    uint32
 	ready      qpRing // QPs that may have a packet to send, in turn
 	timed      []*QP  // QPs with a timer armed, in the order they were armed

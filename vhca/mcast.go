@@ -50,7 +50,7 @@ type mcastGroup struct {
 // port while its state lets it receive, each checked against its own
 // Q_Key and P_Key and taking one of its receive WQEs.
 func (d *Device) AttachMcast(qp *QP, gid wire.GID, lid uint16) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	if err := d.checkMcast(qp, gid, lid); err != nil {
@@ -84,7 +84,7 @@ func (d *Device) AttachMcast(qp *QP, gid wire.GID, lid uint16) error {
 // attached to that group and MLID is an error (EINVAL, as rxe and the
 // kernel's uverbs give). The last QP to leave a group ends it.
 func (d *Device) DetachMcast(qp *QP, gid wire.GID, lid uint16) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	g := d.mcastGroup(gid)

@@ -57,17 +57,12 @@ func (d *Device) DeregMR(mr *MR) error {
 	if mr == nil || d.mrs[mr.Key] != mr {
 		return ErrNoSuchObject
 	}
-	delete(d.mrs, mr.Key)
+	d.forgetMR(mr)
 	mr.valid = false
 	mr.buf = nil
 	mr.PD.users--
 	mr.mem.Release()
 	return nil
-}
-
-// lookupMR returns the valid region whose key is key, all 32 bits compared.
-func (d *Device) lookupMR(key uint32) *MR {
-	return d.mrs[key]
 }
 
 // span returns the bytes [va, va+n) of the region, or false if any of them

@@ -78,7 +78,7 @@ func (d *Device) accept(now Time, pt *Port, p *wire.Packet, segment []byte) {
 		d.onMulticast(now, pt, p, l.DLID())
 		return
 	}
-	qp := d.qps[p.BTH().DestQP()]
+	qp := d.lookupQP(p.BTH().DestQP())
 	if qp == nil || qp.port != pt {
 		pt.Counters.RcvNoQP++
 		return
@@ -167,23 +167,25 @@ func pathMatches(qp *QP, p *wire.Packet) bool {
 // ipv4PathMatches is pathMatches for a RoCEv2 packet over IPv4 from src
 // to dst.
 func ipv4PathMatches(qp *QP, src, dst [4]byte) bool {
-	own := ownGID(qp)
-	return qp.attr.AV.GRH.DGID.IsIPv4Mapped(src) && own.IsIPv4Mapped(dst)
+	return qp.attr.AV.GRH.DGID.IsIPv4Mapped(src) && ownGID(qp).IsIPv4Mapped(dst)
 }
 
 // gidPathMatches is pathMatches for a packet from GID src to GID dst.
 func gidPathMatches(qp *QP, src, dst wire.GID) bool {
-	return src == qp.attr.AV.GRH.DGID && dst == ownGID(qp)
+	return src == qp.attr.AV.GRH.DGID && dst == *ownGID(qp)
 }
 
 // ownGID is the GID a connected QP sends from: its port's GID at the
-// path's SGID index (zero if there is none).
-func ownGID(qp *QP) wire.GID {
+// path's SGID index (zero if there is none). A pointer into the table,
+// not a copy: this is on every packet's path.
+func ownGID(qp *QP) *wire.GID {
 	if i := int(qp.attr.AV.GRH.SGIDIndex); i < len(qp.port.GIDs) {
-		return qp.port.GIDs[i].GID
+		return &qp.port.GIDs[i].GID
 	}
-	return wire.GID{}
+	return &noGID
 }
+
+var noGID wire.GID
 
 // pkeyMatch is the partition check (IBA 1.4 §10.9.3): the low 15 bits
 // equal and at least one of the two a full member.

@@ -46,7 +46,7 @@ func (d *Device) ackOwn(now Time, qp *QP, psn uint32) {
 	// What accept and deliver check of the frame, in their order.
 	pt.Counters.RcvPackets++
 	pt.Counters.RcvBytes += n
-	t := d.qps[h.DestQP]
+	t := d.lookupQP(h.DestQP)
 	switch {
 	case t == nil || t.port != pt:
 		pt.Counters.RcvNoQP++

@@ -204,8 +204,8 @@ func allQPStates() []QPState {
 	return s
 }
 
-// bits lists the set bits of m.
-func bits(m QPAttrMask) []QPAttrMask {
+// maskBits lists the set bits of m.
+func maskBits(m QPAttrMask) []QPAttrMask {
 	var out []QPAttrMask
 	for i := 0; i < 32; i++ {
 		if b := QPAttrMask(1) << i; m&b != 0 {
@@ -314,14 +314,14 @@ func checkAllowed(t *testing.T, qt QPType, from, to QPState, w transitionWant) {
 		}
 	}
 	// Each required attribute left out is reported missing.
-	for _, b := range bits(w.req) {
+	for _, b := range maskBits(w.req) {
 		te := asTransitionError(t, CheckTransition(qt, from, to, QPAttrState|(w.req|w.opt)&^b), qt, from, to)
 		if te.NotAllowed || te.Missing != b || te.Extra != 0 {
 			t.Errorf("without %s: got %+v, want Missing %s", b, te, b)
 		}
 	}
 	// Each attribute the transition does not accept is reported extra.
-	others := bits(allIBVAttrs() &^ (w.req | w.opt | QPAttrState))
+	others := maskBits(allIBVAttrs() &^ (w.req | w.opt | QPAttrState))
 	if len(others) == 0 {
 		t.Fatal("no attribute left to add")
 	}

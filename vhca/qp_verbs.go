@@ -134,7 +134,7 @@ func (d *Device) allocQPN() uint32 {
 // as with ibv_destroy_qp. A QP still attached to a multicast group is
 // refused (ErrBusy), as the kernel refuses it.
 func (d *Device) DestroyQP(qp *QP) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	if qp.mcastGroups > 0 {
@@ -149,7 +149,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 			}
 		}
 	}
-	delete(d.qps, qp.Num)
+	d.forgetQP(qp)
 	qp.PD.users--
 	qp.SendCQ.users--
 	qp.RecvCQ.users--
@@ -181,7 +181,7 @@ func (d *Device) QueryQP(qp *QP) (QPAttr, QPInitAttr) {
 // when mask has QPAttrState. A transition the state machine refuses, or
 // an attribute out of range, leaves the QP as it was.
 func (d *Device) ModifyQP(qp *QP, attr *QPAttr, mask QPAttrMask) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	from, to := qp.state, qp.state
@@ -386,7 +386,7 @@ func (d *Device) flush(qp *QP) {
 // PostSend copies send WRs into the send queue. It returns how many it
 // took; on an error the rest are not posted (ibv_post_send's bad_wr).
 func (d *Device) PostSend(qp *QP, wrs []SendWR) (int, error) {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return 0, ErrNoSuchObject
 	}
 	switch qp.state {
@@ -456,14 +456,18 @@ func (d *Device) postSend(qp *QP, wr *SendWR) error {
 	}
 	w := qp.sqe(qp.sqTail)
 	sgl, inline := w.sgl[:0], w.inline[:0]
-	*w = sendWQE{wr: *wr, length: uint32(length)}
 	if wr.Flags&SendInline != 0 {
 		inline = append(inline, wr.InlineData...)
 	} else {
 		sgl = append(sgl, wr.SGL...)
 	}
+	// Field by field, for the reason CQ.push gives.
+	w.wr.WRID, w.wr.Opcode, w.wr.Flags, w.wr.Imm = wr.WRID, wr.Opcode, wr.Flags, wr.Imm
+	w.wr.RemoteAddr, w.wr.RKey, w.wr.CompareAdd, w.wr.Swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
+	w.wr.AH, w.wr.RemoteQPN, w.wr.RemoteQKey = wr.AH, wr.RemoteQPN, wr.RemoteQKey
 	w.sgl, w.inline = sgl, inline
 	w.wr.SGL, w.wr.InlineData = sgl, inline
+	w.length, w.psn, w.npsn, w.readDone, w.orig, w.status = uint32(length), 0, 0, 0, 0, 0
 	qp.sqTail++
 	return nil
 }
@@ -482,7 +486,7 @@ func opcodeAllowed(t QPType, op WROpcode) bool {
 
 // PostRecv copies receive WRs into the receive queue.
 func (d *Device) PostRecv(qp *QP, wrs []RecvWR) (int, error) {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return 0, ErrNoSuchObject
 	}
 	if qp.SRQ != nil {

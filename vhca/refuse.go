@@ -10,7 +10,7 @@ package vhca
 // RefuseSend completes a send WR the caller could not post with
 // LOC_QP_OP_ERR and moves qp to Error.
 func (d *Device) RefuseSend(qp *QP, wrID uint64, op WROpcode) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	wc := WC{WRID: wrID, Status: WCLocQPOpErr, QPNum: qp.Num}
@@ -28,7 +28,7 @@ func (d *Device) RefuseSend(qp *QP, wrID uint64, op WROpcode) error {
 
 // RefuseRecv does the same for a receive WR.
 func (d *Device) RefuseRecv(qp *QP, wrID uint64) error {
-	if qp == nil || d.qps[qp.Num] != qp {
+	if !d.ownsQP(qp) {
 		return ErrNoSuchObject
 	}
 	d.flush(qp)

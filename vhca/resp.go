@@ -237,7 +237,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 	lastPSN := psnAdd(psn, psnsOf(qp, p)-1)
 	r.epsn = psnAdd(lastPSN, 1)
 	if qp.Type == QPTypeRC && p.BTH().AckReq() {
-		d.queueResponse(qp, respItem{kind: respACK, psn: lastPSN, syn: wire.ACKSyndrome(wire.CreditCountInvalid), own: d.ackComesBack(qp)})
+		d.queueACK(qp, lastPSN, d.ackComesBack(qp))
 	}
 	return noNAK, 0
 }
@@ -393,6 +393,25 @@ func (d *Device) queueResponse(qp *QP, it respItem) {
 		}
 	}
 	qp.resp.queue = append(q, it)
+	d.schedule(qp)
+}
+
+// queueACK is queueResponse of a plain ACK, written in place: the copy of
+// a whole respItem built a moment before waits on the stores that built
+// it (CQ.push), and this is once per message.
+func (d *Device) queueACK(qp *QP, psn uint32, own bool) {
+	syn := wire.ACKSyndrome(wire.CreditCountInvalid)
+	q := qp.resp.queue
+	if len(q) > 0 {
+		if last := &q[len(q)-1]; last.kind == respACK && last.syn.Kind() == wire.SyndromeACK {
+			last.psn, last.syn, last.own = psn, syn, own
+			return
+		}
+	}
+	q = append(q, respItem{})
+	it := &q[len(q)-1]
+	it.kind, it.psn, it.syn, it.own = respACK, psn, syn, own
+	qp.resp.queue = q
 	d.schedule(qp)
 }
 

@@ -1,7 +1,8 @@
 package vhca
 
 // qpRing is the FIFO of QPs that may have a packet to send: Transmit takes
-// them in turn. A ring, so that taking turns allocates nothing.
+// them in turn. A ring, so that taking turns allocates nothing; of a
+// power-of-two size, so that its indices wrap by a mask.
 type qpRing struct {
 	buf     []*QP
 	head, n int
@@ -11,18 +12,18 @@ func (r *qpRing) push(qp *QP) {
 	if r.n == len(r.buf) {
 		grown := make([]*QP, max(16, 2*len(r.buf)))
 		for i := range r.n {
-			grown[i] = r.buf[(r.head+i)%len(r.buf)]
+			grown[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = grown, 0
 	}
-	r.buf[(r.head+r.n)%len(r.buf)] = qp
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = qp
 	r.n++
 }
 
 func (r *qpRing) pop() *QP {
 	qp := r.buf[r.head]
 	r.buf[r.head] = nil
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	return qp
 }
@@ -31,14 +32,15 @@ func (r *qpRing) pop() *QP {
 // in error).
 func (r *qpRing) remove(qp *QP) {
 	for i := range r.n {
-		if r.buf[(r.head+i)%len(r.buf)] != qp {
+		m := len(r.buf) - 1
+		if r.buf[(r.head+i)&m] != qp {
 			continue
 		}
 		for k := i; k < r.n-1; k++ {
-			r.buf[(r.head+k)%len(r.buf)] = r.buf[(r.head+k+1)%len(r.buf)]
+			r.buf[(r.head+k)&m] = r.buf[(r.head+k+1)&m]
 		}
 		r.n--
-		r.buf[(r.head+r.n)%len(r.buf)] = nil
+		r.buf[(r.head+r.n)&m] = nil
 		return
 	}
 }
