@@ -131,8 +131,10 @@ func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 	return true
 }
 
-// pollRQ moves the receive WQEs the client published into the QP.
-func (e *engine) pollRQ(r *qpRings) int {
+// pollRQ moves the receive WQEs the client published into the QP. For
+// the device's FetchRecv (fetch), it stops at a WQE it would refuse:
+// refusing one ends the QP, which FetchRecv must not do.
+func (e *engine) pollRQ(r *qpRings, fetch bool) int {
 	if r.rq == nil {
 		return 0
 	}
@@ -143,11 +145,14 @@ func (e *engine) pollRQ(r *qpRings) int {
 		w := abi.RecvWQE(e.wqe[:r.rq.EntrySize()])
 		copy(w, r.rq.Peek(done))
 		if !e.decodeRecv(w, r.cap.MaxRecvSGE) {
+			if fetch {
+				break
+			}
 			dev.RefuseRecv(r.qp, w.WRID())
 			continue
 		}
 		if _, err := dev.PostRecv(r.qp, e.rwr[:]); err != nil {
-			if err == vhca.ErrQueueFull {
+			if err == vhca.ErrQueueFull || fetch {
 				break
 			}
 			dev.RefuseRecv(r.qp, w.WRID())

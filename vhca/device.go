@@ -125,6 +125,15 @@ type Device struct {
 	seg        bool   // the Transmit in progress may build segments (segment.go)
 	txSeg      []byte // the payload of the segment it built
 
+	// FetchRecv, if set, is called when a message finds qp's receive
+	// queue empty, before the responder decides there is no receive
+	// WQE (RNR): the owner posts there, with PostRecv, the receives
+	// the client has posted and it has not yet moved. So it need not
+	// move each receive the moment it is posted: an HCA too fetches a
+	// receive WQE when a message needs one. It must not change qp's
+	// state (a receive it would refuse waits for the owner's next look).
+	FetchRecv func(qp *QP)
+
 	mcast    []mcastGroup // the groups QPs joined (mcast.go)
 	mcastSeq uint64       // multicast packets received: marks the QPs given one
 }

@@ -421,6 +421,9 @@ func (d *Device) takeRecv(qp *QP) bool {
 	if qp.SRQ != nil {
 		w = qp.SRQ.take()
 	} else {
+		if qp.rq.len() == 0 && d.FetchRecv != nil {
+			d.FetchRecv(qp)
+		}
 		w = qp.rq.take()
 	}
 	if w == nil {
