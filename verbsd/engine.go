@@ -77,6 +77,8 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 	}
 	for _, h := range hcas {
 		h.dev.FetchRecv = e.fetchRecv
+		// transmit turns around every frame to the port's own MAC.
+		h.dev.LoopsOwn = true
 	}
 	e.rx = func(f, seg []byte) { e.rxHCA.dev.ReceiveSegment(e.now, 1, f, seg) }
 	e.rxCable = func(pkt []byte) bool {
@@ -357,7 +359,15 @@ func (e *engine) transmit(h *hca) int {
 		}
 		n, seg, port := h.dev.TransmitSegment(e.now, buf)
 		if n == 0 {
-			break
+			if port == 0 {
+				break
+			}
+			// A request to a QP of this vHCA, taken without a frame
+			// (LoopsOwn): its completion is published at once, as
+			// after ReceiveOwn.
+			e.publishCQs(h)
+			sent++
+			continue
 		}
 		sent++
 		if h.cable != nil {

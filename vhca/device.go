@@ -125,6 +125,13 @@ type Device struct {
 	seg        bool   // the Transmit in progress may build segments (segment.go)
 	txSeg      []byte // the payload of the segment it built
 
+	// LoopsOwn says that the link turns around every frame to the
+	// port's own MAC (as verbsd's engine does, with ReceiveOwn): a
+	// request between two QPs of the device then goes without a frame,
+	// Transmit returning 0 with a nonzero port (ownreq.go).
+	LoopsOwn bool
+	stage    []byte // a request's payload on its way without a frame
+
 	// FetchRecv, if set, is called when a message finds qp's receive
 	// queue empty, before the responder decides there is no receive
 	// WQE (RNR): the owner posts there, with PostRecv, the receives

@@ -195,7 +195,9 @@ func pkeyMatch(a, b uint16) bool {
 
 // Transmit builds the next frame the device has to send into buf and
 // returns its length and port, or 0 if nothing is ready now. QPs take
-// turns, a packet each; a QP's responses go before its requests.
+// turns, a packet each; a QP's responses go before its requests. With
+// LoopsOwn, a request to a QP of this device may go without a frame: it
+// returns 0 and the port then (and 0, 0 only when nothing is ready).
 func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 	for d.ready.n > 0 {
 		qp := d.ready.pop()
@@ -204,6 +206,9 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 		if n == 0 {
 			if qp.rate.kbps != 0 && !d.paced(now, qp) {
 				continue // over its rate limit: off the ring until its bucket allows
+			}
+			if d.requestOwn(now, qp) {
+				return 0, qp.port.Num
 			}
 			n = d.nextRequest(now, qp, buf)
 			if n != 0 && qp.rate.kbps != 0 {

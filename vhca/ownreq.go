@@ -1,0 +1,134 @@
+package vhca
+
+import "github.com/softib/softib/vhca/wire"
+
+// A request between two QPs of one device goes without a frame when the
+// link turns around every frame to the port's own address (LoopsOwn:
+// verbsd's engine does, as an HCA loops back in hardware). Building the
+// frame, viewing it again and reading its headers back is most of a small
+// message's work in the engine, and all of it on the message's path.
+//
+// requestOwn takes the common case only: an RC SEND or RDMA WRITE, with
+// or without immediate data, of one packet, to a QP of this device that
+// takes it in sequence. It first checks, without changing anything, that
+// the frame would have been built and accepted and its payload placed;
+// then it does what the frame would have done, in the same order: the
+// requester's bookkeeping and the transmit counters (nextRequest,
+// Transmit), the receive counters (accept), and the responder's work
+// (onRequest, execute), the ACK queued as the frame's would be, to go
+// without a frame too (ownack.go). Anything else, and any check that
+// fails, leaves the request to the frame: its NAKs, errors and counters
+// come from the one place that makes them.
+
+// requestOwn carries qp's next request to its responder on this device
+// without a frame, if it is such a request, and reports whether it did.
+func (d *Device) requestOwn(now Time, qp *QP) bool {
+	r := &qp.req
+	h := &qp.hdr
+	pt := qp.port
+	if !d.LoopsOwn || qp.Type != QPTypeRC || qp.state != QPStateRTS || qp.sqNext == qp.sqTail ||
+		r.rnrWait != 0 || r.offset != 0 || r.resending && psnDiff(r.psn, r.resendUntil) < 0 || qp.rate.kbps != 0 ||
+		!h.Encap.Ethernet() || h.VLAN || h.DstMAC != pt.MAC || psnDiff(r.psn, r.unacked) >= maxUnackedPSNs {
+		return false
+	}
+	w := qp.sqe(qp.sqNext)
+	op := w.wr.Opcode
+	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
+	imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
+	if op != WRSend && op != WRSendWithImm && !write || w.npsn != 0 || w.length > uint32(qp.mtu) ||
+		w.wr.Flags&SendFence != 0 && r.rdOut > 0 {
+		// Not one packet, sent before (a retry goes as a frame), or
+		// fenced behind a READ or atomic (it waits, as a frame).
+		return false
+	}
+	// The receive path's checks (accept, deliver, onRequest).
+	t := d.lookupQP(h.DestQP)
+	if t == nil || t.port != pt || t.Type != QPTypeRC || !ownPathMatches(t, h) ||
+		!pkeyMatch(h.PKey, pt.PKeys[t.attr.PKeyIndex]) || t.resp.dying ||
+		t.state != QPStateRTR && t.state != QPStateRTS && t.state != QPStateSQD && t.state != QPStateSQE {
+		return false
+	}
+	tr := &t.resp
+	if tr.epsn != r.psn || tr.inMessage || w.length > uint32(t.mtu) {
+		return false
+	}
+	// The payload, gathered as nextRequest would (its L_Keys checked).
+	n := w.length
+	if d.stage == nil {
+		d.stage = make([]byte, MTU4096.Bytes())
+	}
+	payload := d.stage[:n]
+	if n > 0 && !d.gather(qp, w, 0, payload) {
+		return false
+	}
+	// The responder's checks (execute), up to placing the payload.
+	if write && d.checkRKey(t, w.wr.RKey, w.wr.RemoteAddr, uint64(n), AccessRemoteWrite) != noNAK {
+		return false
+	}
+	if (!write || imm) && !tr.haveWQE && !d.takeRecv(t) {
+		// No receive: the RNR NAK is the frame's. (A receive taken is
+		// the responder's either way: the frame finds it there.)
+		return false
+	}
+	if !write && tr.recvOff+uint64(n) > tr.wqe.length {
+		return false
+	}
+	if !write && !d.walkSGL(t.PD, tr.wqe.sgl, tr.recvOff, payload, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) }) {
+		// What was copied, the frame copies again before it fails.
+		return false
+	}
+
+	// Sent: nextRequest's bookkeeping for a last packet of RC, which
+	// asks for an ACK, and Transmit's.
+	psn := r.psn
+	w.psn, w.npsn = psn, 1
+	h.PSN, h.AckReq, h.SE = psn, true, w.wr.Flags&SendSolicited != 0
+	h.Opcode = sendOpcode(op, true, true)
+	h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, n
+	h.Imm, h.InvRKey = w.wr.Imm, w.wr.Imm
+	r.psn = psnAdd(psn, 1)
+	r.noAck = 0
+	qp.sqNext++
+	if r.timer == 0 {
+		r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
+		d.watch(qp)
+	}
+	d.schedule(qp) // more may follow (Transmit), before the ACK's turn
+	size := uint64(h.Len(int(n)))
+	pt.Counters.XmitPackets++
+	pt.Counters.XmitBytes += size
+	// Received (accept), and executed.
+	pt.Counters.RcvPackets++
+	pt.Counters.RcvBytes += size
+	tr.nakSent = false
+	if write {
+		tr.va, tr.rkey, tr.remaining, tr.dmaLen = w.wr.RemoteAddr, w.wr.RKey, n, n
+		if n > 0 {
+			mem, _ := d.lookupMR(tr.rkey).span(tr.va, uint64(n)) // checkRKey said so
+			copy(mem, payload)
+		}
+		tr.va += uint64(n)
+		tr.remaining = 0
+		tr.inMessage, tr.op = false, wire.OpRDMAWrite
+		if imm {
+			wc := WC{Opcode: WCRecvRDMAWithImm, ByteLen: tr.dmaLen, Flags: WCWithImm, Imm: w.wr.Imm}
+			d.finishRecv(t, &wc, h.SE)
+		} else {
+			tr.msn = psnAdd(tr.msn, 1)
+		}
+	} else {
+		tr.recvOff += uint64(n)
+		tr.inMessage, tr.op = false, wire.OpSend
+		wc := WC{Opcode: WCRecv, ByteLen: uint32(tr.recvOff)}
+		if imm {
+			wc.Flags |= WCWithImm
+			wc.Imm = w.wr.Imm
+		}
+		d.finishRecv(t, &wc, h.SE)
+	}
+	tr.epsn = psnAdd(psn, 1)
+	// The ACK comes back as the request did if the responder's path
+	// leads to this port too (ackComesBack).
+	d.queueACK(t, psn, t.hdr.Encap.Ethernet() && t.hdr.DstMAC == h.DstMAC)
+	return true
+}

@@ -1,0 +1,255 @@
+package vhca
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// TestRequestOwn: with LoopsOwn, the requests between two QPs of one
+// device that go without a frame (ownreq.go) do what their frames do.
+// Each case runs three times: its frames parsed again (ReceiveSegment),
+// turned around from their views (ReceiveOwn), and with LoopsOwn; the
+// completions, memory, QP states and PSNs must agree, and the port
+// counters with ReceiveOwn's (parsed, the ACKs take other turns),
+// and LoopsOwn must send as many frames fewer as the case expects to go
+// without one. The cases where a frame must go (errors, RNR, messages of
+// several packets, retries) check that nothing is taken from it.
+func TestRequestOwn(t *testing.T) {
+	const base = 0x10000
+	sge := func(e *endpoint, off, n uint32) []SGE {
+		return []SGE{{Addr: base + uint64(off), Length: n, LKey: e.mr.Key}}
+	}
+	recv := func(t *testing.T, e *endpoint, wrid uint64, off, n uint32) {
+		t.Helper()
+		if _, err := e.d.PostRecv(e.qp, []RecvWR{{WRID: wrid, SGL: sge(e, off, n)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(t *testing.T, e *endpoint, wrs ...SendWR) {
+		t.Helper()
+		for i := range wrs {
+			wrs[i].Flags |= SendSignaled
+		}
+		if _, err := e.d.PostSend(e.qp, wrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name   string
+		direct int // requests that go without a frame
+		self   bool
+		run    func(t *testing.T, x, y *endpoint)
+		// then, if set, runs once the frames are out, and the frames
+		// go again a second later (timers fired).
+		then func(t *testing.T, x, y *endpoint)
+	}{
+		{name: "sends and writes", direct: 8, run: func(t *testing.T, x, y *endpoint) {
+			for i := range 6 {
+				recv(t, y, uint64(10+i), uint32(i)*1024, 1024)
+			}
+			send(t, x,
+				SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("inline 8")},
+				SendWR{WRID: 2, Opcode: WRSend, SGL: sge(x, 0, 100)},
+				SendWR{WRID: 3, Opcode: WRSendWithImm, Imm: 0xC0FFEE},
+				SendWR{WRID: 4, Opcode: WRSend, Flags: SendSolicited, SGL: sge(x, 7, 200)},
+				SendWR{WRID: 5, Opcode: WRRDMAWrite, SGL: sge(x, 0, 1000), RemoteAddr: base + 0x2000, RKey: y.mr.Key},
+				SendWR{WRID: 6, Opcode: WRRDMAWriteWithImm, SGL: sge(x, 3, 64), RemoteAddr: base + 0x3000, RKey: y.mr.Key, Imm: 7},
+				SendWR{WRID: 7, Opcode: WRRDMAWrite, RemoteAddr: 1, RKey: 0xBAD}, // zero length: no key check
+				SendWR{WRID: 8, Opcode: WRSend, SGL: sge(x, 0, 1024)},            // exactly the MTU
+			)
+		}},
+		{name: "several packets, then one", direct: 1, run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 4096)
+			recv(t, y, 11, 0x2000, 64)
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 3000)}, SendWR{WRID: 2, Opcode: WRSend, SGL: sge(x, 0, 8)})
+		}},
+		{name: "no receive (RNR)", run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 8)})
+		}},
+		{name: "sent again after an RNR NAK, then another", direct: 1, run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 8)})
+		}, then: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			recv(t, y, 11, 64, 64)
+			send(t, x, SendWR{WRID: 2, Opcode: WRSend, SGL: sge(x, 8, 8)})
+		}},
+		{name: "WRITE with immediate and no receive", run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMAWriteWithImm, SGL: sge(x, 0, 8), RemoteAddr: base, RKey: y.mr.Key})
+		}},
+		{name: "receive too small", run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 4)
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 8)})
+		}},
+		{name: "receive with a bad key", run: func(t *testing.T, x, y *endpoint) {
+			if _, err := y.d.PostRecv(y.qp, []RecvWR{{WRID: 10, SGL: []SGE{{Addr: base, Length: 64, LKey: y.mr.Key + 1}}}}); err != nil {
+				t.Fatal(err)
+			}
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 8)})
+		}},
+		{name: "bad R_Key", run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMAWrite, SGL: sge(x, 0, 8), RemoteAddr: base, RKey: y.mr.Key ^ 1})
+		}},
+		{name: "WRITE past the region", run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMAWrite, SGL: sge(x, 0, 8), RemoteAddr: base + uint64(len(y.mem)) - 4, RKey: y.mr.Key})
+		}},
+		{name: "bad L_Key", run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, SGL: []SGE{{Addr: base, Length: 8, LKey: x.mr.Key ^ 1}}})
+		}},
+		{name: "fenced behind a READ", direct: 1, run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			send(t, x,
+				// Three response packets: the SEND's turn comes
+				// between them.
+				SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x3000, 3000), RemoteAddr: base + 0x100, RKey: y.mr.Key},
+				SendWR{WRID: 2, Opcode: WRSend, Flags: SendFence, SGL: sge(x, 0x3000, 16)},
+			)
+		}},
+		{name: "responder not ready", run: func(t *testing.T, x, y *endpoint) {
+			if err := y.d.ModifyQP(y.qp, &QPAttr{State: QPStateReset}, QPAttrState); err != nil {
+				t.Fatal(err)
+			}
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("x")})
+		}},
+		{name: "responder out of sequence", run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			y.qp.resp.epsn = 5 // as if packets were lost
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("x")})
+		}},
+		{name: "to itself", self: true, direct: 2, run: func(t *testing.T, x, _ *endpoint) {
+			recv(t, x, 10, 0x3000, 64)
+			send(t, x,
+				SendWR{WRID: 1, Opcode: WRSend, SGL: sge(x, 0, 32)},
+				SendWR{WRID: 2, Opcode: WRRDMAWrite, SGL: sge(x, 0, 32), RemoteAddr: base + 0x100, RKey: x.mr.Key},
+			)
+		}},
+	}
+	for _, c := range cases {
+		for _, inProcess := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/inProcess=%v", c.name, inProcess), func(t *testing.T) {
+				testRequestOwn(t, inProcess, c.direct, c.self, c.run, c.then)
+			})
+		}
+	}
+}
+
+func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, then func(t *testing.T, x, y *endpoint)) {
+	var runs [3]ownOutcome
+	for mode := range runs {
+		d := testDevice(t, 1)
+		if inProcess {
+			d = inProcessDevice(t, 1)
+		}
+		x, y := newEndpoint(t, d, QPTypeRC, 1<<15, 1), newEndpoint(t, d, QPTypeRC, 1<<15, 1)
+		for i := range x.mem {
+			x.mem[i] = byte(i*7 + 3)
+		}
+		gid := d.Ports[0].GIDs[0].GID
+		if self {
+			path(t, x, x.qp.Num, gid, true, 7)
+		} else {
+			path(t, x, y.qp.Num, gid, true, 7)
+			path(t, y, x.qp.Num, gid, true, 7)
+		}
+		d.LoopsOwn = mode == 2
+		run(t, x, y)
+		o := ownOutcome{}
+		o.frames, o.direct = loopOwn(t, d, 1, mode != 0, 1000)
+		if then != nil {
+			then(t, x, y)
+			const later = Time(1e9)
+			d.Advance(later)
+			f, k := loopOwn(t, d, later, mode != 0, 1000)
+			o.frames, o.direct = o.frames+f, o.direct+k
+		}
+		o.record(x, y)
+		o.counters = d.Ports[0].Counters
+		runs[mode] = o
+	}
+	// Frames parsed again take other turns than frames turned
+	// around (whose ACKs go without frames): their ACKs may be
+	// coalesced otherwise, and counted so.
+	runs[0].counters = runs[2].counters
+	for mode, name := range []string{"parsed", "from ReceiveOwn"} {
+		if err := runs[mode].same(&runs[2]); err != nil {
+			t.Errorf("%s and without frames: %v", name, err)
+		}
+	}
+	if runs[2].direct != direct || runs[2].frames != runs[1].frames-direct {
+		t.Errorf("frames %d with LoopsOwn (and %d without), %d from ReceiveOwn; want %d without",
+			runs[2].frames, runs[2].direct, runs[1].frames, direct)
+	}
+	if runs[0].direct != 0 || runs[1].direct != 0 {
+		t.Errorf("requests without frames and LoopsOwn off: %d, %d", runs[0].direct, runs[1].direct)
+	}
+}
+
+// ownOutcome is what TestRequestOwn compares.
+type ownOutcome struct {
+	wcs      []WC
+	mem      []byte
+	state    [2]QPState
+	psn      [2][5]uint32 // req.psn, req.unacked, resp.epsn, resp.msn, sqHead
+	counters PortCounters
+	frames   int
+	direct   int
+}
+
+func (o *ownOutcome) record(x, y *endpoint) {
+	for _, cq := range []*CQ{x.scq, x.rcq, y.scq, y.rcq} {
+		o.wcs = append(o.wcs, x.poll(cq)...)
+	}
+	o.mem = append(bytes.Clone(x.mem), y.mem...)
+	for i, e := range []*endpoint{x, y} {
+		q := e.qp
+		o.state[i] = q.state
+		o.psn[i] = [5]uint32{q.req.psn, q.req.unacked, q.resp.epsn, q.resp.msn, q.sqHead}
+	}
+}
+
+func (o *ownOutcome) same(w *ownOutcome) error {
+	switch {
+	case len(o.wcs) != len(w.wcs):
+		return fmt.Errorf("completions %+v and %+v", o.wcs, w.wcs)
+	case !bytes.Equal(o.mem, w.mem):
+		return fmt.Errorf("memory differs")
+	case o.state != w.state:
+		return fmt.Errorf("QP states %v and %v", o.state, w.state)
+	case o.psn != w.psn:
+		return fmt.Errorf("PSNs %v and %v", o.psn, w.psn)
+	case o.counters != w.counters:
+		return fmt.Errorf("counters %+v and %+v", o.counters, w.counters)
+	}
+	for i := range o.wcs {
+		if o.wcs[i] != w.wcs[i] {
+			return fmt.Errorf("completion %d: %+v and %+v", i, o.wcs[i], w.wcs[i])
+		}
+	}
+	return nil
+}
+
+// loopOwn is turnAround that counts apart the requests that went without
+// a frame (Transmit's 0 with a port).
+func loopOwn(t testing.TB, d *Device, now Time, own bool, most int) (frames, direct int) {
+	buf := make([]byte, 16384)
+	for {
+		n, seg, port := d.TransmitSegment(now, buf)
+		if n == 0 && port == 0 {
+			return frames, direct
+		}
+		if frames+direct == most {
+			t.Fatalf("no end after %d frames", most)
+		}
+		if n == 0 {
+			direct++
+			continue
+		}
+		frames++
+		if own {
+			d.ReceiveOwn(now, port)
+		} else {
+			d.ReceiveSegment(now, port, buf[:n], seg)
+		}
+	}
+}
