@@ -250,9 +250,9 @@ func (e *engine) step() bool {
 					work++
 				}
 			}
-			sent := e.transmit(h)
+			sent, frames := e.transmit(h)
 			work += sent
-			wrote = wrote || sent > 0 && h.tap != nil && (h.fast == nil || !h.fast.on)
+			wrote = wrote || frames > 0 && h.tap != nil && (h.fast == nil || !h.fast.on)
 		}
 		// A write to a TAP is a system call of microseconds, in which
 		// clients may have posted: send what they posted before the
@@ -333,8 +333,8 @@ func (e *engine) fetchRecv(qp *vhca.QP) {
 
 // transmit moves the device's ready frames to their port's destination:
 // the device itself (loopback, as an HCA does in hardware), or the pipe.
-func (e *engine) transmit(h *hca) int {
-	sent := 0
+// It reports the work done and, of it, the frames sent.
+func (e *engine) transmit(h *hca) (sent, frames int) {
 	fast := h.fast != nil && h.fast.on
 	for sent < 256 {
 		buf := e.frame
@@ -370,6 +370,7 @@ func (e *engine) transmit(h *hca) int {
 			continue
 		}
 		sent++
+		frames++
 		if h.cable != nil {
 			if ownLID(h.dev.Ports[0], wire.LRH(buf).DLID()) {
 				h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
@@ -395,16 +396,16 @@ func (e *engine) transmit(h *hca) int {
 			h.tap.Write(buf[:n])
 		}
 	}
-	if sent > 0 && h.pipe != nil {
+	if frames > 0 && h.pipe != nil {
 		h.pipe.Flush()
 	}
-	if sent > 0 && fast {
+	if frames > 0 && fast {
 		h.fast.tx().Flush()
 	}
 	if h.cable != nil {
 		h.cable.Flush() // credits, link packets and timers too
 	}
-	return sent
+	return sent, frames
 }
 
 // publishCQs moves the completions waiting in the device's CQs to their

@@ -61,7 +61,7 @@ func (d *Device) ackOwn(now Time, qp *QP, psn uint32) {
 	case responsePSNValid(t, psn):
 		// onResponse's ACK.
 		d.ackBefore(now, t, psnAdd(psn, 1))
-		d.schedule(t)
+		d.scheduleWork(t)
 	}
 }
 

@@ -93,7 +93,7 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
 		d.watch(qp)
 	}
-	d.schedule(qp) // more may follow (Transmit), before the ACK's turn
+	d.scheduleWork(qp) // more may follow (Transmit), before the ACK's turn
 	size := uint64(h.Len(int(n)))
 	pt.Counters.XmitPackets++
 	pt.Counters.XmitBytes += size

@@ -53,6 +53,16 @@ func (d *Device) schedule(qp *QP) {
 	}
 }
 
+// scheduleWork is schedule for a QP whose turn would now do nothing if
+// it has no request left to send, no response queued and no rate limit
+// (whose turn may arm a timer): such a turn is skipped. A turn taken
+// after each message costs more than the message's ACK.
+func (d *Device) scheduleWork(qp *QP) {
+	if qp.sqNext != qp.sqTail || len(qp.resp.queue) > 0 || qp.rate.kbps != 0 {
+		d.schedule(qp)
+	}
+}
+
 // unschedule takes qp off the transmit ring.
 func (d *Device) unschedule(qp *QP) {
 	if qp.ready {

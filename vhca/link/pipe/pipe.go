@@ -88,8 +88,12 @@ func (e *End) Recv(max int, fn func(frame, segment []byte)) int {
 		fn(q.frames[i][:q.lens[i]], q.segs[i])
 		q.segs[i] = nil
 	}
-	q.tail += uint32(n)
-	q.cons.Store(q.tail)
+	if n > 0 {
+		// Not on an empty poll: the store is a full fence, and verbsd's
+		// engine polls every pipe in every round.
+		q.tail += uint32(n)
+		q.cons.Store(q.tail)
+	}
 	return n
 }
 
