@@ -27,6 +27,7 @@ type engine struct {
 	todo   chan func()
 	bell   int // eventfd: clients' doorbell, control requests, shutdown
 	start  time.Time
+	clock  *clock // time since start, for the engine goroutine
 	spin   time.Duration
 	cores  *cores
 	cpus   *unix.CPUSet // the engine thread's CPUs; nil: any
@@ -68,9 +69,10 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	e := &engine{
 		hcas: hcas, todo: make(chan func(), 64), bell: fd,
-		start: time.Now(), spin: spin, frame: make([]byte, maxFrame), wqe: make([]byte, 1<<16),
+		start: start, clock: newClock(start), spin: spin, frame: make([]byte, maxFrame), wqe: make([]byte, 1<<16),
 		sgl: make([]vhca.SGE, 0, 256), rsgl: make([]vhca.SGE, 0, 256),
 		cqOf: map[*vhca.CQ]*cqRing{}, qpOf: map[*vhca.QP]*qpRings{}, srqOf: map[*vhca.SRQ]*srqRing{},
 		stopped: make(chan struct{}), cores: openCores(),
@@ -158,10 +160,10 @@ func (e *engine) run() {
 			slog.Info("engine thread bound", "cpus", cpuList(e.cpus))
 		}
 	}
-	// Times are the monotonic clock's, since e.start: one clock read
-	// (time.Since) costs half a time.Now, which also reads the wall
-	// clock, and the idle round reads it every time.
-	since := func() time.Duration { return time.Since(e.start) }
+	// Times are the monotonic clock's, since e.start, read through the
+	// TSC where it can be (clock.go): the idle round reads it every
+	// time, and so does every busy one.
+	since := e.clock.now
 	last := since()
 	var backoff, asked time.Duration
 	spin, votes := false, 0
@@ -468,7 +470,7 @@ func (e *engine) sleep() {
 		// with clients polling their CQs.
 		var ts *unix.Timespec
 		if deadline != 0 {
-			d := max(time.Duration(deadline)-time.Since(e.start), 0)
+			d := max(time.Duration(deadline)-e.clock.now(), 0)
 			t := unix.NsecToTimespec(int64(d))
 			ts = &t
 		}
