@@ -587,7 +587,6 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 				}
 			}
 		}
-		posted[it] = time.Since(start)
 		if p.test.Verb == perftest.VerbWrite {
 			mr.Buf[size-1] = byte(it + 1)
 		}
@@ -602,6 +601,12 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if _, err := qp.PostSend([]client.SendWR{wr}); err != nil {
 			return nil, err
 		}
+		// Stamped once posted, not before as perftest does: the
+		// samples are the differences of consecutive stamps, one
+		// iteration each wherever in it the stamp is taken, and a
+		// clock read (25 ns here) between the peer's message and the
+		// answer would lengthen every one.
+		posted[it] = time.Since(start)
 		if err := s.postOwed(recv); err != nil {
 			return nil, err
 		}
