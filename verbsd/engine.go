@@ -41,7 +41,6 @@ type engine struct {
 	sgl     []vhca.SGE
 	rwr     [1]vhca.RecvWR
 	rsgl    []vhca.SGE
-	wcs     [64]vhca.WC
 	events  [64]vhca.Event
 	rx      func(frame, segment []byte)
 	rxTAP   func(frame, segment []byte)
@@ -340,25 +339,32 @@ func (e *engine) fetchRecv(qp *vhca.QP) {
 // It reports the work done and, of it, the frames sent.
 func (e *engine) transmit(h *hca) (sent, frames int) {
 	fast := h.fast != nil && h.fast.on
-	for sent < 256 {
-		buf := e.frame
-		if h.pipe != nil {
-			if buf = h.pipe.TxBuf(); buf == nil {
-				break
+	// The buffer a frame is built in is taken when one is needed and
+	// kept until a frame fills it: a request that goes without a frame
+	// leaves it free, and a device with nothing ready needs none.
+	var buf []byte
+	for sent < 256 && h.dev.Ready() {
+		if buf == nil {
+			buf = e.frame
+			if h.pipe != nil {
+				if buf = h.pipe.TxBuf(); buf == nil {
+					break
+				}
 			}
-		}
-		if fast {
-			// Built in place in an AF_XDP frame; none free is the
-			// link's back pressure.
-			if buf = h.fast.tx().TxBuf(); buf == nil {
-				break
+			if fast {
+				// Built in place in an AF_XDP frame; none free is the
+				// link's back pressure.
+				if buf = h.fast.tx().TxBuf(); buf == nil {
+					break
+				}
 			}
-		}
-		if h.cable != nil {
-			// Built in place in the cable's queue; a full queue (the
-			// credits hold it back) is the link's back pressure.
-			if buf = h.cable.TxBuf(); buf == nil {
-				break
+			if h.cable != nil {
+				// Built in place in the cable's queue; a full queue
+				// (the credits hold it back) is the link's back
+				// pressure.
+				if buf = h.cable.TxBuf(); buf == nil {
+					break
+				}
 			}
 		}
 		n, seg, port := h.dev.TransmitSegment(e.now, buf)
@@ -380,6 +386,7 @@ func (e *engine) transmit(h *hca) (sent, frames int) {
 				h.dev.ReceiveSegment(e.now, port, buf[:n], seg)
 			} else {
 				h.cable.Send(n)
+				buf = nil
 			}
 			continue
 		}
@@ -394,8 +401,10 @@ func (e *engine) transmit(h *hca) (sent, frames int) {
 			e.publishCQs(h)
 		case h.pipe != nil:
 			h.pipe.SendSegment(n, seg)
+			buf = nil
 		case fast:
 			h.fast.tx().Send(n)
+			buf = nil
 		case h.tap != nil:
 			h.tap.Write(buf[:n])
 		}

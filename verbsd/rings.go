@@ -225,22 +225,19 @@ func (e *engine) fillCQ(c *cqRing) int {
 	if c.cq.Len() == 0 {
 		return work
 	}
-	free, err := c.ring.Free(min(c.cq.Len(), len(e.wcs)))
+	free, err := c.ring.Free(c.cq.Len())
 	if err != nil {
 		c.dead = true
 		c.s.sendEvent(abi.Event{Type: uint32(vhca.EventCQErr), Handle: c.handle})
 		return work
 	}
-	n := c.cq.Poll(e.wcs[:min(free, len(e.wcs))])
+	// Straight from the device's CQ into the ring, no copy between.
+	n := min(free, c.cq.Len())
 	for i := range n {
-		wc := &e.wcs[i]
-		abi.CQE(c.ring.Slot(i)).Put(&abi.CQEFields{
-			WRID: wc.WRID, Status: uint8(wc.Status), Opcode: uint8(wc.Opcode), SL: wc.SL,
-			DLIDPathBits: wc.DLIDPath, VendorErr: wc.VendorErr, ByteLen: wc.ByteLen, Imm: wc.Imm,
-			QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.Flags), PKeyIndex: wc.PKeyIndex, SLID: wc.SLID,
-		})
+		abi.CQE(c.ring.Slot(i)).PutWC(c.cq.At(i))
 	}
 	if n > 0 {
+		c.cq.Drop(n)
 		c.ring.Release(n)
 	}
 	return work + n

@@ -86,6 +86,26 @@ func (cq *CQ) Poll(out []WC) int {
 	return n
 }
 
+// At is the k-th oldest completion, k below Len, in place: a consumer
+// that writes completions out in its own format (verbsd, into a ring)
+// reads them there and then Drops them, with no copy between.
+func (cq *CQ) At(k int) *WC {
+	i := cq.head + k
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	return &cq.ring[i]
+}
+
+// Drop removes the n oldest completions, n at most Len.
+func (cq *CQ) Drop(n int) {
+	cq.head += n
+	if cq.head >= len(cq.ring) {
+		cq.head -= len(cq.ring)
+	}
+	cq.count -= n
+}
+
 // ReqNotify arms the CQ: the next completion (the next solicited or error
 // completion, if solicitedOnly) raises one EventCompletion.
 func (cq *CQ) ReqNotify(solicitedOnly bool) {

@@ -41,6 +41,9 @@ func (d *Device) raise(e Event) { d.events = append(d.events, e) }
 
 // Events moves the pending events into buf and returns how many it moved.
 func (d *Device) Events(buf []Event) int {
+	if len(d.events) == 0 {
+		return 0 // polled every round: no store back
+	}
 	n := copy(buf, d.events)
 	d.events = d.events[:copy(d.events, d.events[n:])]
 	return n

@@ -235,6 +235,10 @@ func (d *Device) Transmit(now Time, buf []byte) (int, uint8) {
 	return 0, 0
 }
 
+// Ready reports whether a QP may have a packet to send: Transmit has
+// nothing to do without one.
+func (d *Device) Ready() bool { return d.ready.n > 0 }
+
 // Deadline is the earliest time at which Advance has work: a
 // retransmission timeout, the end of an RNR wait, or the time a rate
 // limited QP's bucket lets its next request go. Zero: none. Only the QPs

@@ -5,6 +5,20 @@ import "github.com/softib/softib/vhca"
 // Conversions between the messages and the vhca types both sides use in
 // Go. (The enumerations are libibverbs' values on both sides.)
 
+// PutWC writes a completion into the CQE, as Put does its fields.
+func (c CQE) PutWC(wc *vhca.WC) {
+	ne.PutUint64(c[offWRID:], wc.WRID)
+	c[offCQEStatus], c[offCQEOpcode], c[offCQESL], c[offCQEDLIDPath] = uint8(wc.Status), uint8(wc.Opcode), wc.SL, wc.DLIDPath
+	ne.PutUint32(c[offCQEVendor:], wc.VendorErr)
+	ne.PutUint32(c[offCQEByteLen:], wc.ByteLen)
+	ne.PutUint32(c[offCQEImm:], wc.Imm)
+	ne.PutUint32(c[offCQEQPNum:], wc.QPNum)
+	ne.PutUint32(c[offCQESrcQP:], wc.SrcQP)
+	ne.PutUint32(c[offCQEFlags:], uint32(wc.Flags))
+	ne.PutUint16(c[offCQEPKeyIdx:], wc.PKeyIndex)
+	ne.PutUint16(c[offCQESLID:], wc.SLID)
+}
+
 // FromAV encodes an address vector.
 func FromAV(a *vhca.AV) AV {
 	return AV{
