@@ -72,8 +72,18 @@ func (e *engine) pollSQ(r *qpRings) int {
 	size := r.sq.EntrySize()
 	done := 0
 	for ; done < n; done++ {
+		// The fixed part, then as much of the rest as it says it
+		// holds (an entry sized for the QP's largest inline data or
+		// SGL is mostly unused by a small message), each byte read
+		// once from shared memory.
 		w := abi.SendWQE(e.wqe[:size])
-		copy(w, r.sq.Peek(done))
+		src := r.sq.Peek(done)
+		copy(w[:abi.SendWQEHeader], src)
+		body := w.NumSGE() * abi.SGESize
+		if vhca.SendFlags(w.Flags())&vhca.SendInline != 0 {
+			body = w.InlineLen()
+		}
+		copy(w[abi.SendWQEHeader:], src[abi.SendWQEHeader:][:min(body, size-abi.SendWQEHeader)])
 		wr := &e.wr[0]
 		if !e.decodeSend(r, w, wr) {
 			dev.RefuseSend(r.qp, w.WRID(), vhca.WROpcode(w.Opcode()))
