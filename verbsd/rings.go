@@ -106,12 +106,12 @@ func (e *engine) pollSQ(r *qpRings) int {
 // the engine cannot: the counts against the entry and the QP's
 // capabilities, and the address handle against the client's own.
 func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
-	*wr = vhca.SendWR{
-		WRID: w.WRID(), Opcode: vhca.WROpcode(w.Opcode()), Flags: vhca.SendFlags(w.Flags()),
-		Imm: w.Imm(), RemoteAddr: w.RemoteAddr(), RKey: w.RKey(),
-		CompareAdd: w.CompareAdd(), Swap: w.Swap(),
-		RemoteQPN: w.RemoteQPN(), RemoteQKey: w.RemoteQKey(),
-	}
+	// Field by field: a whole-struct copy of a literal built a moment
+	// before waits on the stores that built it (vhca.CQ.push).
+	wr.WRID, wr.Opcode, wr.Flags, wr.Imm = w.WRID(), vhca.WROpcode(w.Opcode()), vhca.SendFlags(w.Flags()), w.Imm()
+	wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = w.RemoteAddr(), w.RKey(), w.CompareAdd(), w.Swap()
+	wr.RemoteQPN, wr.RemoteQKey = w.RemoteQPN(), w.RemoteQKey()
+	wr.SGL, wr.InlineData, wr.AH = nil, nil, nil
 	room := len(w) - abi.SendWQEHeader
 	if wr.Flags&vhca.SendInline != 0 {
 		n := w.InlineLen()
