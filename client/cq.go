@@ -178,12 +178,13 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	n := cq.ring.Available(len(wc))
 	for i := range n {
 		e := abi.CQE(cq.ring.Peek(i))
-		wc[i] = WC{
-			WRID: e.WRID(), Status: vhca.WCStatus(e.Status()), Opcode: vhca.WCOpcode(e.Opcode()),
-			VendorErr: e.VendorErr(), ByteLen: e.ByteLen(), Imm: e.Imm(), QPNum: e.QPNum(), SrcQP: e.SrcQP(),
-			Flags: vhca.WCFlags(e.WCFlags()), PKeyIndex: e.PKeyIndex(), SLID: e.SLID(), SL: e.SL(),
-			DLIDPath: e.DLIDPathBits(),
-		}
+		// Field by field into the caller's slice: a literal copied
+		// whole waits on the stores that built it.
+		w := &wc[i]
+		w.WRID, w.Status, w.Opcode = e.WRID(), vhca.WCStatus(e.Status()), vhca.WCOpcode(e.Opcode())
+		w.VendorErr, w.ByteLen, w.Imm, w.QPNum, w.SrcQP = e.VendorErr(), e.ByteLen(), e.Imm(), e.QPNum(), e.SrcQP()
+		w.Flags, w.PKeyIndex, w.SLID, w.SL = vhca.WCFlags(e.WCFlags()), e.PKeyIndex(), e.SLID(), e.SL()
+		w.DLIDPath = e.DLIDPathBits()
 	}
 	if n > 0 {
 		cq.ring.Consume(n)

@@ -565,6 +565,7 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		wr.Flags |= vhca.SendInline
 	}
 	recv := s.recvWR(0, size)
+	wrs := []client.SendWR{wr} // reused: a literal each time is a copy each time
 	posted := make([]time.Duration, p.iters)
 	start := time.Now()
 	// write_lat polls the last byte of the buffer the peer writes into.
@@ -590,15 +591,15 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if p.test.Verb == perftest.VerbWrite {
 			mr.Buf[size-1] = byte(it + 1)
 		}
-		if wr.Flags&vhca.SendInline != 0 {
-			wr.InlineData = mr.Buf[:size]
+		if wrs[0].Flags&vhca.SendInline != 0 {
+			wrs[0].InlineData = mr.Buf[:size]
 		}
 		if p.rxDepth < 2 {
 			if err := s.postOwed(recv); err != nil {
 				return nil, err
 			}
 		}
-		if _, err := qp.PostSend([]client.SendWR{wr}); err != nil {
+		if _, err := qp.PostSend(wrs); err != nil {
 			return nil, err
 		}
 		// Stamped once posted, not before as perftest does: the
@@ -693,7 +694,7 @@ func (s *perfSide) wait(recv bool) error {
 			return err
 		}
 		if k == 1 {
-			wc := s.wc[0]
+			wc := &s.wc[0]
 			if wc.Status != vhca.WCSuccess {
 				return fmt.Errorf("completion with error: %s (%d)", wc.Status, wc.Status)
 			}
