@@ -77,6 +77,8 @@ func newEngine(hcas []*hca, spin time.Duration) (*engine, error) {
 		stopped: make(chan struct{}), cores: openCores(),
 	}
 	for _, h := range hcas {
+		h := h
+		h.dev.Completed = func() { e.publishCQs(h) }
 		h.dev.FetchRecv = e.fetchRecv
 		// transmit turns around every frame to the port's own MAC.
 		h.dev.LoopsOwn = true

@@ -131,6 +131,12 @@ type Device struct {
 	// Transmit returning 0 with a nonzero port (ownreq.go).
 	LoopsOwn bool
 	stage    []byte // a request's payload on its way without a frame
+	// Completed, if set, is called when a request taken without a
+	// frame has completed at its responder, before its ACK is taken:
+	// the owner publishes the completions there (verbsd moves them to
+	// the client's CQ ring). Without it, the ACK waits for the
+	// responder's turn, and the completions for Transmit to return.
+	Completed func()
 
 	// FetchRecv, if set, is called when a message finds qp's receive
 	// queue empty, before the responder decides there is no receive

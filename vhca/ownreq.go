@@ -129,6 +129,17 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 	tr.epsn = psnAdd(psn, 1)
 	// The ACK comes back as the request did if the responder's path
 	// leads to this port too (ackComesBack).
-	d.queueACK(t, psn, t.hdr.Encap.Ethernet() && t.hdr.DstMAC == h.DstMAC)
+	own := t.hdr.Encap.Ethernet() && t.hdr.DstMAC == h.DstMAC
+	if own && d.Completed != nil && d.ready.n == 0 {
+		// No QP is on the ring: the responder's turn, with this ACK
+		// alone to send, would be the next (a QP with a response
+		// queued or a request to send is on the ring). It is taken
+		// now, without a turn, once the owner has published the
+		// completion: the receiver does not wait for the ACK's work.
+		d.Completed()
+		d.ackOwn(now, t, psn)
+		return true
+	}
+	d.queueACK(t, psn, own)
 	return true
 }

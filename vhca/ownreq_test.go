@@ -8,8 +8,10 @@ import (
 
 // TestRequestOwn: with LoopsOwn, the requests between two QPs of one
 // device that go without a frame (ownreq.go) do what their frames do.
-// Each case runs three times: its frames parsed again (ReceiveSegment),
-// turned around from their views (ReceiveOwn), and with LoopsOwn; the
+// Each case runs four times: its frames parsed again (ReceiveSegment),
+// turned around from their views (ReceiveOwn), with LoopsOwn, and with
+// LoopsOwn and a Completed hook, as verbsd has them (the ACK then taken
+// at once where the responder's turn would be the next); the
 // completions, memory, QP states and PSNs must agree, and the port
 // counters with ReceiveOwn's (parsed, the ACKs take other turns),
 // and LoopsOwn must send as many frames fewer as the case expects to go
@@ -74,6 +76,13 @@ func TestRequestOwn(t *testing.T) {
 			recv(t, y, 11, 64, 64)
 			send(t, x, SendWR{WRID: 2, Opcode: WRSend, SGL: sge(x, 8, 8)})
 		}},
+		{name: "one at a time, as a ping-pong", direct: 2, run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("ping")})
+		}, then: func(t *testing.T, x, y *endpoint) {
+			recv(t, x, 11, 0x100, 64)
+			send(t, y, SendWR{WRID: 2, Opcode: WRSend, Flags: SendInline, InlineData: []byte("pong")})
+		}},
 		{name: "WRITE with immediate and no receive", run: func(t *testing.T, x, y *endpoint) {
 			send(t, x, SendWR{WRID: 1, Opcode: WRRDMAWriteWithImm, SGL: sge(x, 0, 8), RemoteAddr: base, RKey: y.mr.Key})
 		}},
@@ -129,13 +138,19 @@ func TestRequestOwn(t *testing.T) {
 		for _, inProcess := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/inProcess=%v", c.name, inProcess), func(t *testing.T) {
 				testRequestOwn(t, inProcess, c.direct, c.self, c.run, c.then)
+				// The pong's ACK at least (the ping's finds the
+				// responder still on the ring since its RTS).
+				if c.name == "one at a time, as a ping-pong" && completedOwn == 0 {
+					t.Error("no ACK taken at once (Completed never called)")
+				}
 			})
 		}
 	}
 }
 
 func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, then func(t *testing.T, x, y *endpoint)) {
-	var runs [3]ownOutcome
+	var runs [4]ownOutcome
+	completedOwn = 0
 	for mode := range runs {
 		d := testDevice(t, 1)
 		if inProcess {
@@ -152,7 +167,10 @@ func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, th
 			path(t, x, y.qp.Num, gid, true, 7)
 			path(t, y, x.qp.Num, gid, true, 7)
 		}
-		d.LoopsOwn = mode == 2
+		d.LoopsOwn = mode >= 2
+		if mode == 3 {
+			d.Completed = func() { completedOwn++ }
+		}
 		run(t, x, y)
 		o := ownOutcome{}
 		o.frames, o.direct = loopOwn(t, d, 1, mode != 0, 1000)
@@ -171,19 +189,25 @@ func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, th
 	// around (whose ACKs go without frames): their ACKs may be
 	// coalesced otherwise, and counted so.
 	runs[0].counters = runs[2].counters
-	for mode, name := range []string{"parsed", "from ReceiveOwn"} {
-		if err := runs[mode].same(&runs[2]); err != nil {
-			t.Errorf("%s and without frames: %v", name, err)
+	for mode, name := range []string{"parsed", "from ReceiveOwn", "without frames", "with Completed"} {
+		if err := runs[mode].same(&runs[1]); err != nil {
+			t.Errorf("%s and from ReceiveOwn: %v", name, err)
 		}
 	}
-	if runs[2].direct != direct || runs[2].frames != runs[1].frames-direct {
-		t.Errorf("frames %d with LoopsOwn (and %d without), %d from ReceiveOwn; want %d without",
-			runs[2].frames, runs[2].direct, runs[1].frames, direct)
+	for _, r := range runs[2:] {
+		if r.direct != direct || r.frames != runs[1].frames-direct {
+			t.Errorf("frames %d with LoopsOwn (and %d without), %d from ReceiveOwn; want %d without",
+				r.frames, r.direct, runs[1].frames, direct)
+		}
 	}
 	if runs[0].direct != 0 || runs[1].direct != 0 {
 		t.Errorf("requests without frames and LoopsOwn off: %d, %d", runs[0].direct, runs[1].direct)
 	}
 }
+
+// completedOwn counts the calls of Completed in testRequestOwn's last
+// run with it.
+var completedOwn int
 
 // ownOutcome is what TestRequestOwn compares.
 type ownOutcome struct {
