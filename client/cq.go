@@ -177,14 +177,7 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	}
 	n := cq.ring.Available(len(wc))
 	for i := range n {
-		e := abi.CQE(cq.ring.Peek(i))
-		// Field by field into the caller's slice: a literal copied
-		// whole waits on the stores that built it.
-		w := &wc[i]
-		w.WRID, w.Status, w.Opcode = e.WRID(), vhca.WCStatus(e.Status()), vhca.WCOpcode(e.Opcode())
-		w.VendorErr, w.ByteLen, w.Imm, w.QPNum, w.SrcQP = e.VendorErr(), e.ByteLen(), e.Imm(), e.QPNum(), e.SrcQP()
-		w.Flags, w.PKeyIndex, w.SLID, w.SL = vhca.WCFlags(e.WCFlags()), e.PKeyIndex(), e.SLID(), e.SL()
-		w.DLIDPath = e.DLIDPathBits()
+		abi.CQE(cq.ring.Peek(i)).WC(&wc[i])
 	}
 	if n > 0 {
 		cq.ring.Consume(n)

@@ -38,3 +38,23 @@ func TestGIDTableChanges(t *testing.T) {
 		t.Fatal("the zero GID added")
 	}
 }
+
+// TestIPv4MappedIs: the fast comparison agrees with GID.IsIPv4Mapped,
+// mapped or not, on the address or another.
+func TestIPv4MappedIs(t *testing.T) {
+	a := [4]byte{192, 0, 2, 7}
+	mapped := wire.IPv4MappedGID(a)
+	v6 := wire.GID{0xfe, 0x80, 10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 7}
+	almost := mapped
+	almost[11] = 0xfe
+	for _, g := range []wire.GID{mapped, wire.IPv4MappedGID([4]byte{192, 0, 2, 8}), v6, almost, {}} {
+		for _, x := range [][4]byte{a, {7, 2, 0, 192}, {}} {
+			if got, want := ipv4MappedIs(&g, x), g.IsIPv4Mapped(x); got != want {
+				t.Errorf("%x against %v: %v, IsIPv4Mapped %v", g, x, got, want)
+			}
+		}
+	}
+	if !ipv4MappedIs(&mapped, a) {
+		t.Error("a mapped GID is not its address's")
+	}
+}

@@ -167,7 +167,15 @@ func pathMatches(qp *QP, p *wire.Packet) bool {
 // ipv4PathMatches is pathMatches for a RoCEv2 packet over IPv4 from src
 // to dst.
 func ipv4PathMatches(qp *QP, src, dst [4]byte) bool {
-	return qp.attr.AV.GRH.DGID.IsIPv4Mapped(src) && ownGID(qp).IsIPv4Mapped(dst)
+	return ipv4MappedIs(&qp.attr.AV.GRH.DGID, src) && ipv4MappedIs(ownGID(qp), dst)
+}
+
+// ipv4MappedIs reports whether g is the IPv4-mapped GID (::ffff:a.b.c.d)
+// of a: GID.IsIPv4Mapped, as two 8-byte comparisons, on every packet's
+// path twice (and every ACK's without a frame).
+func ipv4MappedIs(g *wire.GID, a [4]byte) bool {
+	return binary.LittleEndian.Uint64(g[:8]) == 0 &&
+		binary.LittleEndian.Uint64(g[8:]) == 0xFFFF0000|uint64(binary.LittleEndian.Uint32(a[:]))<<32
 }
 
 // gidPathMatches is pathMatches for a packet from GID src to GID dst.
@@ -246,13 +254,17 @@ func (d *Device) Ready() bool { return d.ready.n > 0 }
 func (d *Device) Deadline() Time {
 	var t Time
 	for _, qp := range d.timed {
-		for _, x := range [3]Time{qp.req.timer, qp.req.rnrWait, qp.req.rateWait} {
-			if x != 0 && (t == 0 || x < t) {
-				t = x
-			}
-		}
+		t = earliest(earliest(earliest(t, qp.req.timer), qp.req.rnrWait), qp.req.rateWait)
 	}
 	return t
+}
+
+// earliest is the earlier of two deadlines, 0 being none.
+func earliest(a, b Time) Time {
+	if b != 0 && (a == 0 || b < a) {
+		return b
+	}
+	return a
 }
 
 // Advance fires the timers due at now.

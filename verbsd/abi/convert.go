@@ -5,18 +5,23 @@ import "github.com/softib/softib/vhca"
 // Conversions between the messages and the vhca types both sides use in
 // Go. (The enumerations are libibverbs' values on both sides.)
 
-// PutWC writes a completion into the CQE, as Put does its fields.
+// PutWC writes a completion into the CQE, as Put does its fields, in
+// one run of stores through the entry's layout (cqe.go).
 func (c CQE) PutWC(wc *vhca.WC) {
-	ne.PutUint64(c[offWRID:], wc.WRID)
-	c[offCQEStatus], c[offCQEOpcode], c[offCQESL], c[offCQEDLIDPath] = uint8(wc.Status), uint8(wc.Opcode), wc.SL, wc.DLIDPath
-	ne.PutUint32(c[offCQEVendor:], wc.VendorErr)
-	ne.PutUint32(c[offCQEByteLen:], wc.ByteLen)
-	ne.PutUint32(c[offCQEImm:], wc.Imm)
-	ne.PutUint32(c[offCQEQPNum:], wc.QPNum)
-	ne.PutUint32(c[offCQESrcQP:], wc.SrcQP)
-	ne.PutUint32(c[offCQEFlags:], uint32(wc.Flags))
-	ne.PutUint16(c[offCQEPKeyIdx:], wc.PKeyIndex)
-	ne.PutUint16(c[offCQESLID:], wc.SLID)
+	p := c.fields()
+	p.WRID = wc.WRID
+	p.Status, p.Opcode, p.SL, p.DLIDPath = uint8(wc.Status), uint8(wc.Opcode), wc.SL, wc.DLIDPath
+	p.VendorErr, p.ByteLen, p.Imm, p.QPNum, p.SrcQP = wc.VendorErr, wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP
+	p.Flags, p.PKeyIndex, p.SLID = uint32(wc.Flags), wc.PKeyIndex, wc.SLID
+}
+
+// WC reads the CQE into a completion, field by field.
+func (c CQE) WC(wc *vhca.WC) {
+	p := c.fields()
+	wc.WRID = p.WRID
+	wc.Status, wc.Opcode, wc.SL, wc.DLIDPath = vhca.WCStatus(p.Status), vhca.WCOpcode(p.Opcode), p.SL, p.DLIDPath
+	wc.VendorErr, wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP = p.VendorErr, p.ByteLen, p.Imm, p.QPNum, p.SrcQP
+	wc.Flags, wc.PKeyIndex, wc.SLID = vhca.WCFlags(p.Flags), p.PKeyIndex, p.SLID
 }
 
 // FromAV encodes an address vector.

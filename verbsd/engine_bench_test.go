@@ -1,0 +1,145 @@
+package verbsd
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softib/softib/verbsd/abi"
+	"github.com/softib/softib/vhca"
+)
+
+// BenchmarkEngineMessage is the engine's own work for one 8-byte SEND of
+// send_lat --loopback, in one goroutine: the client's side writes the
+// send WQE and a receive into their rings, the engine runs one round
+// (step: the SQ, the request and its ACK without frames, the CQ rings),
+// and the client's side takes the two completions. No second core, no
+// wait: ns/op is what the engine's round costs per message, on top of
+// which the real thing pays the trips between cores.
+func BenchmarkEngineMessage(b *testing.B) {
+	h, err := newHCA(DeviceConfig{Name: "bench0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := newEngine([]*hca{h}, time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &session{h: h}
+	dev := h.dev
+	pd, _ := dev.AllocPD()
+	mem := make([]byte, 1<<16)
+	mr, err := dev.RegMR(pd, vhca.SliceMemory(mem), 0x10000, vhca.AccessLocalWrite)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cap := vhca.QPCap{MaxSendWR: 64, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
+	type side struct {
+		r          *qpRings
+		c          *cqRing
+		sq, rq, cq *abi.Ring // the client's ends
+	}
+	var sides [2]side
+	for i := range sides {
+		cq, _ := dev.CreateCQ(256)
+		qp, err := dev.CreateQP(pd, vhca.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ring := func(kind abi.Kind, n, size int) (*abi.Ring, *abi.Ring) {
+			m := make([]byte, abi.RingSize(n, size))
+			own, err := abi.NewRing(m, kind, n, size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			peer, err := abi.OpenRing(m, kind)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return own, peer
+		}
+		r := &qpRings{s: s, qp: qp, cap: cap}
+		var x side
+		r.sq, x.sq = ring(abi.KindSQ, 64, abi.SendWQESize(1, 64))
+		r.rq, x.rq = ring(abi.KindRQ, 512, abi.RecvWQESize(1))
+		c := &cqRing{s: s, cq: cq}
+		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
+		x.r, x.c = r, c
+		h.qps, h.cqs = append(h.qps, r), append(h.cqs, c)
+		e.qpOf[qp], e.cqOf[cq] = r, c
+		sides[i] = x
+	}
+	gid := dev.Ports[0].GIDs[1].GID
+	for i, x := range sides {
+		qp, peer := x.r.qp, sides[1-i].r.qp
+		steps := []struct {
+			a    vhca.QPAttr
+			mask vhca.QPAttrMask
+		}{
+			{vhca.QPAttr{State: vhca.QPStateInit, Port: 1}, vhca.QPAttrState | vhca.QPAttrPort | vhca.QPAttrPKeyIndex | vhca.QPAttrAccessFlags},
+			{vhca.QPAttr{State: vhca.QPStateRTR, PathMTU: vhca.MTU1024, DestQPN: peer.Num, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				AV: vhca.AV{Port: 1, IsGlobal: true, DMAC: h.mac, GRH: vhca.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+				vhca.QPAttrState | vhca.QPAttrAV | vhca.QPAttrPathMTU | vhca.QPAttrDestQPN | vhca.QPAttrRQPSN | vhca.QPAttrMaxDestRdAtomic | vhca.QPAttrMinRNRTimer},
+			{vhca.QPAttr{State: vhca.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+				vhca.QPAttrState | vhca.QPAttrSQPSN | vhca.QPAttrTimeout | vhca.QPAttrRetryCnt | vhca.QPAttrRNRRetry | vhca.QPAttrMaxQPRdAtomic},
+		}
+		for _, st := range steps {
+			if err := dev.ModifyQP(qp, &st.a, st.mask); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// Receives enough for the run, as perf's rx-depth.
+	postRecv := func(x side) {
+		w := abi.RecvWQE(x.rq.Slot(0))
+		w.SetWRID(7)
+		w.SetNumSGE(1)
+		w.SGE(0).Set(0x10000+0x8000, 64, mr.Key)
+		x.rq.Publish(1)
+	}
+	for _, x := range sides {
+		for range 256 {
+			postRecv(x)
+		}
+	}
+	payload := []byte("8 bytes!")
+	post := func(x side) {
+		w := abi.SendWQE(x.sq.Slot(0))
+		w.SetWRID(1)
+		w.SetOpcode(uint8(vhca.WRSend))
+		w.SetFlags(uint16(vhca.SendSignaled | vhca.SendInline))
+		w.SetInlineLen(len(payload))
+		copy(w.Inline(), payload)
+		x.sq.Publish(1)
+	}
+	// take consumes the next completion of a side's CQ ring.
+	take := func(x side, recv bool) {
+		if x.cq.Available(1) != 1 {
+			b.Fatal("no completion")
+		}
+		c := abi.CQE(x.cq.Peek(0))
+		if c.Status() != 0 || (vhca.WCOpcode(c.Opcode())&vhca.WCRecv != 0) != recv {
+			b.Fatalf("completion status %d opcode %d, want a receive: %v", c.Status(), c.Opcode(), recv)
+		}
+		x.cq.Consume(1)
+	}
+	round := func(i int) {
+		from, to := sides[i&1], sides[1-i&1]
+		post(from)
+		if !e.step() {
+			b.Fatal("no work")
+		}
+		take(to, true)
+		take(from, false)
+		postRecv(to)
+	}
+	for i := range 600 {
+		round(i) // warm up: and past the first turns
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		round(i)
+		i++
+	}
+}
