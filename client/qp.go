@@ -260,29 +260,22 @@ func (qp *QP) checkSend(wr *SendWR) error {
 }
 
 func encodeSend(w abi.SendWQE, wr *SendWR) {
-	w.SetWRID(wr.WRID)
-	w.SetOpcode(uint8(wr.Opcode))
-	w.SetFlags(uint16(wr.Flags))
-	w.SetImm(wr.Imm)
-	w.SetRemoteAddr(wr.RemoteAddr)
-	w.SetRKey(wr.RKey)
-	w.SetCompareAdd(wr.CompareAdd)
-	w.SetSwap(wr.Swap)
+	// Field by field through the entry's layout (never the whole
+	// struct: its last word is the ring's sequence word).
+	f := w.Fields()
+	f.WRID, f.Opcode, f.Flags, f.Imm = wr.WRID, uint8(wr.Opcode), uint16(wr.Flags), wr.Imm
+	f.RemoteAddr, f.RKey, f.CompareAdd, f.Swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
 	var ah uint32
 	if wr.AH != nil {
 		ah = wr.AH.handle
 	}
-	w.SetAH(ah)
-	w.SetRemoteQPN(wr.RemoteQPN)
-	w.SetRemoteQKey(wr.RemoteQKey)
+	f.AH, f.RemoteQPN, f.RemoteQKey = ah, wr.RemoteQPN, wr.RemoteQKey
 	if wr.Flags&vhca.SendInline != 0 {
-		w.SetNumSGE(0)
-		w.SetInlineLen(len(wr.InlineData))
+		f.NumSGE, f.InlineLen = 0, uint32(len(wr.InlineData))
 		copy(w.Inline(), wr.InlineData)
 		return
 	}
-	w.SetInlineLen(0)
-	w.SetNumSGE(len(wr.SGL))
+	f.InlineLen, f.NumSGE = 0, uint8(len(wr.SGL))
 	for i, s := range wr.SGL {
 		w.SGE(i).Set(s.Addr, s.Length, s.LKey)
 	}

@@ -108,9 +108,10 @@ func (e *engine) pollSQ(r *qpRings) int {
 func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 	// Field by field: a whole-struct copy of a literal built a moment
 	// before waits on the stores that built it (vhca.CQ.push).
-	wr.WRID, wr.Opcode, wr.Flags, wr.Imm = w.WRID(), vhca.WROpcode(w.Opcode()), vhca.SendFlags(w.Flags()), w.Imm()
-	wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = w.RemoteAddr(), w.RKey(), w.CompareAdd(), w.Swap()
-	wr.RemoteQPN, wr.RemoteQKey = w.RemoteQPN(), w.RemoteQKey()
+	f := w.Fields() // the engine's own copy of the entry
+	wr.WRID, wr.Opcode, wr.Flags, wr.Imm = f.WRID, vhca.WROpcode(f.Opcode), vhca.SendFlags(f.Flags), f.Imm
+	wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = f.RemoteAddr, f.RKey, f.CompareAdd, f.Swap
+	wr.RemoteQPN, wr.RemoteQKey = f.RemoteQPN, f.RemoteQKey
 	wr.SGL, wr.InlineData, wr.AH = nil, nil, nil
 	room := len(w) - abi.SendWQEHeader
 	if wr.Flags&vhca.SendInline != 0 {

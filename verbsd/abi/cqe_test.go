@@ -58,3 +58,37 @@ func TestCQELayout(t *testing.T) {
 		t.Errorf("layout of %d bytes reaches the sequence word at %d", s, offCQESeq)
 	}
 }
+
+// TestSendWQELayout: SendWQEFields puts each field where the accessors
+// and the documentation have it, and reads back what they write.
+func TestSendWQELayout(t *testing.T) {
+	var l SendWQEFields
+	for _, f := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"WRID", unsafe.Offsetof(l.WRID), offWRID}, {"Opcode", unsafe.Offsetof(l.Opcode), offSendOpcode},
+		{"NumSGE", unsafe.Offsetof(l.NumSGE), offSendNumSGE}, {"Flags", unsafe.Offsetof(l.Flags), offSendFlags},
+		{"Imm", unsafe.Offsetof(l.Imm), offSendImm}, {"RemoteAddr", unsafe.Offsetof(l.RemoteAddr), offRemoteAddr},
+		{"RKey", unsafe.Offsetof(l.RKey), offRKey}, {"InlineLen", unsafe.Offsetof(l.InlineLen), offInlineLen},
+		{"CompareAdd", unsafe.Offsetof(l.CompareAdd), offCompareAdd}, {"Swap", unsafe.Offsetof(l.Swap), offSwap},
+		{"AH", unsafe.Offsetof(l.AH), offAH}, {"RemoteQPN", unsafe.Offsetof(l.RemoteQPN), offRemoteQPN},
+		{"RemoteQKey", unsafe.Offsetof(l.RemoteQKey), offRemoteQKey},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s at %d, want %d", f.name, f.got, f.want)
+		}
+	}
+	if o, s := unsafe.Offsetof(l.seq), unsafe.Sizeof(l); o != offSendSeq || s != SendWQEHeader {
+		t.Errorf("sequence word at %d, want %d; %d bytes, want %d", o, offSendSeq, s, SendWQEHeader)
+	}
+	w := make(SendWQE, SendWQEHeader)
+	f := w.Fields()
+	f.WRID, f.Opcode, f.NumSGE, f.Flags, f.Imm, f.RemoteAddr = 1<<60, 4, 3, 0x102, 5, 6<<40
+	f.RKey, f.InlineLen, f.CompareAdd, f.Swap, f.AH, f.RemoteQPN, f.RemoteQKey = 7, 8, 9<<50, 10, 11, 12, 13
+	if w.WRID() != f.WRID || w.Opcode() != f.Opcode || w.NumSGE() != 3 || w.Flags() != f.Flags || w.Imm() != f.Imm ||
+		w.RemoteAddr() != f.RemoteAddr || w.RKey() != f.RKey || w.InlineLen() != 8 || w.CompareAdd() != f.CompareAdd ||
+		w.Swap() != f.Swap || w.AH() != f.AH || w.RemoteQPN() != f.RemoteQPN || w.RemoteQKey() != f.RemoteQKey {
+		t.Errorf("accessors read %x", []byte(w))
+	}
+}
