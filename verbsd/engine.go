@@ -225,7 +225,9 @@ const (
 // step does one round of everything and reports whether it found work.
 func (e *engine) step() bool {
 	work := 0
-	for drained := false; !drained; {
+	// len first: a look at the channel's count, where a select takes
+	// its lock path; control requests are rare.
+	for drained := len(e.todo) == 0; !drained; {
 		select {
 		case f := <-e.todo:
 			// The receives posted before the request go in first, as
@@ -310,9 +312,11 @@ func (e *engine) step() bool {
 	// A CQ's arm word too: an arm matters once a completion comes,
 	// and fillCQ looks at it before it publishes one.
 	for _, h := range e.hcas {
-		for _, c := range h.cqs {
-			if look || c.cq.Len() > 0 {
-				work += e.fillCQ(c)
+		if h.dev.TakeCompleted() || look {
+			for _, c := range h.cqs {
+				if look || c.cq.Len() > 0 {
+					work += e.fillCQ(c)
+				}
 			}
 		}
 		work += e.deliverEvents(h)

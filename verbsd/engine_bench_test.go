@@ -16,7 +16,13 @@ import (
 // and the client's side takes the two completions. No second core, no
 // wait: ns/op is what the engine's round costs per message, on top of
 // which the real thing pays the trips between cores.
-func BenchmarkEngineMessage(b *testing.B) {
+func BenchmarkEngineMessage(b *testing.B) { benchmarkEngine(b, false) }
+
+// BenchmarkEngineIdleRound is one round of the same engine with nothing
+// to do.
+func BenchmarkEngineIdleRound(b *testing.B) { benchmarkEngine(b, true) }
+
+func benchmarkEngine(b *testing.B, idle bool) {
 	h, err := newHCA(DeviceConfig{Name: "bench0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}})
 	if err != nil {
 		b.Fatal(err)
@@ -137,6 +143,14 @@ func BenchmarkEngineMessage(b *testing.B) {
 		round(i) // warm up: and past the first turns
 	}
 	b.ReportAllocs()
+	if idle {
+		// A round that finds nothing: what a message posted just after
+		// one began waits for, at most.
+		for b.Loop() {
+			e.step()
+		}
+		return
+	}
 	i := 0
 	for b.Loop() {
 		round(i)

@@ -67,6 +67,9 @@ func (r *qpRings) wake() {
 
 // pollSQ moves the send WQEs the client published into the QP.
 func (e *engine) pollSQ(r *qpRings) int {
+	if !r.sq.Ready() {
+		return 0 // most rounds, for most QPs
+	}
 	n := r.sq.Available(r.sq.Entries())
 	dev := r.s.h.dev
 	size := r.sq.EntrySize()
@@ -146,7 +149,7 @@ func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 // the device's FetchRecv (fetch), it stops at a WQE it would refuse:
 // refusing one ends the QP, which FetchRecv must not do.
 func (e *engine) pollRQ(r *qpRings, fetch bool) int {
-	if r.rq == nil {
+	if r.rq == nil || !r.rq.Ready() {
 		return 0
 	}
 	n := r.rq.Available(r.rq.Entries())
@@ -191,6 +194,9 @@ func (e *engine) decodeRecv(w abi.RecvWQE, maxSGE int) bool {
 
 // pollSRQ moves the receive WQEs the client published into the SRQ.
 func (e *engine) pollSRQ(r *srqRing) int {
+	if !r.ring.Ready() {
+		return 0
+	}
 	dev := r.s.h.dev
 	n := r.ring.Available(r.ring.Entries())
 	done := 0

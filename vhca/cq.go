@@ -106,6 +106,15 @@ func (cq *CQ) Drop(n int) {
 	cq.count -= n
 }
 
+// TakeCompleted reports whether a CQ of the device took a completion
+// since the last call: an owner that moves completions elsewhere
+// (verbsd, into rings) need not look at every CQ when none did.
+func (d *Device) TakeCompleted() bool {
+	c := d.completed
+	d.completed = false
+	return c
+}
+
 // ReqNotify arms the CQ: the next completion (the next solicited or error
 // completion, if solicitedOnly) raises one EventCompletion.
 func (cq *CQ) ReqNotify(solicitedOnly bool) {
@@ -140,6 +149,7 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 	s.WRID, s.Status, s.Opcode, s.VendorErr = wc.WRID, wc.Status, wc.Opcode, wc.VendorErr
 	s.ByteLen, s.Imm, s.QPNum, s.SrcQP = wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP
 	s.Flags, s.PKeyIndex, s.SLID, s.SL, s.DLIDPath = wc.Flags, wc.PKeyIndex, wc.SLID, wc.SL, wc.DLIDPath
+	cq.dev.completed = true
 	cq.count++
 	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
 		cq.armed = cqUnarmed

@@ -137,6 +137,7 @@ type Device struct {
 	// the client's CQ ring). Without it, the ACK waits for the
 	// responder's turn, and the completions for Transmit to return.
 	Completed func()
+	completed bool // a CQ took a completion (TakeCompleted)
 
 	// FetchRecv, if set, is called when a message finds qp's receive
 	// queue empty, before the responder decides there is no receive

@@ -320,3 +320,30 @@ func BenchmarkRing(b *testing.B) {
 	}
 	<-done
 }
+
+// TestRingReady: Ready says what Available(1) says, entry after entry,
+// across the ring's end.
+func TestRingReady(t *testing.T) {
+	mem := make([]byte, RingSize(4, 64))
+	prod, err := NewRing(mem, KindSQ, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := OpenRing(mem, KindSQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 11 {
+		if cons.Ready() || cons.Available(1) != 0 {
+			t.Fatalf("entry %d: ready before it is published", i)
+		}
+		prod.Publish(1 + i%2)
+		if !cons.Ready() || cons.Available(1) != 1 {
+			t.Fatalf("entry %d: not ready once published", i)
+		}
+		cons.Consume(cons.Available(2))
+		if f, _ := prod.Free(4); f != 4 {
+			t.Fatalf("entry %d: %d free after consuming all", i, f)
+		}
+	}
+}
