@@ -9,7 +9,21 @@ type recvWQE struct {
 
 func (w *recvWQE) copyFrom(src *recvWQE) {
 	w.wrid, w.length = src.wrid, src.length
-	w.sgl = append(w.sgl[:0], src.sgl...)
+	w.sgl = copySGL(w.sgl, src.sgl)
+}
+
+// copySGL copies src into dst's storage (whose capacity holds it) and
+// returns it: element by element, where append would call memmove for
+// what is most often one SGE, once or twice a message.
+func copySGL(dst, src []SGE) []SGE {
+	if cap(dst) < len(src) {
+		return append(dst[:0], src...)
+	}
+	dst = dst[:len(src)]
+	for i := range src {
+		dst[i] = src[i]
+	}
+	return dst
 }
 
 // recvQueue is a ring of receive WQEs with their SGL storage allocated
@@ -41,7 +55,7 @@ func (q *recvQueue) post(wr *RecvWR) error {
 	}
 	w := &q.wqes[q.tail&uint32(len(q.wqes)-1)]
 	w.wrid = wr.WRID
-	w.sgl = append(w.sgl[:0], wr.SGL...)
+	w.sgl = copySGL(w.sgl, wr.SGL)
 	w.length = 0
 	for _, s := range wr.SGL {
 		w.length += uint64(s.Length)
