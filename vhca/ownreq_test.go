@@ -83,6 +83,18 @@ func TestRequestOwn(t *testing.T) {
 			recv(t, x, 11, 0x100, 64)
 			send(t, y, SendWR{WRID: 2, Opcode: WRSend, Flags: SendInline, InlineData: []byte("pong")})
 		}},
+		{name: "the path's GID deleted after a message", direct: 1, run: func(t *testing.T, x, y *endpoint) {
+			recv(t, y, 10, 0, 64)
+			recv(t, y, 11, 64, 64)
+			send(t, x, SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("before")})
+		}, then: func(t *testing.T, x, y *endpoint) {
+			// The next SEND's frame no longer matches y's path: it is
+			// dropped (RcvAddrDrops), and not taken without a frame.
+			if _, err := x.d.DelGID(1, x.d.Ports[0].GIDs[0].GID); err != nil {
+				t.Fatal(err)
+			}
+			send(t, x, SendWR{WRID: 2, Opcode: WRSend, Flags: SendInline, InlineData: []byte("after")})
+		}},
 		{name: "WRITE with immediate and no receive", run: func(t *testing.T, x, y *endpoint) {
 			send(t, x, SendWR{WRID: 1, Opcode: WRRDMAWriteWithImm, SGL: sge(x, 0, 8), RemoteAddr: base, RKey: y.mr.Key})
 		}},
