@@ -78,28 +78,23 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		return false
 	}
 
-	// Sent: nextRequest's bookkeeping for a last packet of RC, which
-	// asks for an ACK, and Transmit's.
+	// Sent and received: the packet's fields, as nextRequest sets them
+	// for a last packet of RC (which asks for an ACK), and the counters
+	// of Transmit and accept.
 	psn := r.psn
-	w.psn, w.npsn = psn, 1
 	h.PSN, h.AckReq, h.SE = psn, true, w.wr.Flags&SendSolicited != 0
 	h.Opcode = sendOpcode(op, true, true)
 	h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, n
 	h.Imm, h.InvRKey = w.wr.Imm, w.wr.Imm
-	r.psn = psnAdd(psn, 1)
-	r.noAck = 0
-	qp.sqNext++
-	if r.timer == 0 {
-		r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
-		d.watch(qp)
-	}
-	d.scheduleWork(qp) // more may follow (Transmit), before the ACK's turn
 	size := uint64(h.Len(int(n)))
 	pt.Counters.XmitPackets++
 	pt.Counters.XmitBytes += size
-	// Received (accept), and executed.
 	pt.Counters.RcvPackets++
 	pt.Counters.RcvBytes += size
+	// Executed, and its completion published at once (Completed): the
+	// receiver waits for it, and for nothing of the requester's, which
+	// follows. No one sees the device between the two, so the order of
+	// their effects is the frame's in all that can be seen.
 	tr.nakSent = false
 	if write {
 		tr.va, tr.rkey, tr.remaining, tr.dmaLen = w.wr.RemoteAddr, w.wr.RKey, n, n
@@ -127,6 +122,20 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		d.finishRecv(t, &wc, h.SE)
 	}
 	tr.epsn = psnAdd(psn, 1)
+	if d.Completed != nil {
+		d.Completed()
+	}
+	// The requester's bookkeeping (nextRequest's), and its next turn
+	// if it has more to send (Transmit's), before the ACK's.
+	w.psn, w.npsn = psn, 1
+	r.psn = psnAdd(psn, 1)
+	r.noAck = 0
+	qp.sqNext++
+	if r.timer == 0 {
+		r.timer = deadline(now, ackTimeout(qp.attr.Timeout))
+		d.watch(qp)
+	}
+	d.scheduleWork(qp)
 	// The ACK comes back as the request did if the responder's path
 	// leads to this port too (ackComesBack).
 	own := t.hdr.Encap.Ethernet() && t.hdr.DstMAC == h.DstMAC
@@ -134,9 +143,7 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		// No QP is on the ring: the responder's turn, with this ACK
 		// alone to send, would be the next (a QP with a response
 		// queued or a request to send is on the ring). It is taken
-		// now, without a turn, once the owner has published the
-		// completion: the receiver does not wait for the ACK's work.
-		d.Completed()
+		// now, without a turn, the completion already published.
 		d.ackOwn(now, t, psn)
 		return true
 	}

@@ -10,8 +10,9 @@ import (
 // device that go without a frame (ownreq.go) do what their frames do.
 // Each case runs four times: its frames parsed again (ReceiveSegment),
 // turned around from their views (ReceiveOwn), with LoopsOwn, and with
-// LoopsOwn and a Completed hook, as verbsd has them (the ACK then taken
-// at once where the responder's turn would be the next); the
+// LoopsOwn and a Completed hook, as verbsd has them (the completion
+// published at once, and the ACK taken at once where the responder's
+// turn would be the next: TestAckOwnAtOnce); the
 // completions, memory, QP states and PSNs must agree, and the port
 // counters with ReceiveOwn's (parsed, the ACKs take other turns),
 // and LoopsOwn must send as many frames fewer as the case expects to go
@@ -150,10 +151,9 @@ func TestRequestOwn(t *testing.T) {
 		for _, inProcess := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/inProcess=%v", c.name, inProcess), func(t *testing.T) {
 				testRequestOwn(t, inProcess, c.direct, c.self, c.run, c.then)
-				// The pong's ACK at least (the ping's finds the
-				// responder still on the ring since its RTS).
-				if c.name == "one at a time, as a ping-pong" && completedOwn == 0 {
-					t.Error("no ACK taken at once (Completed never called)")
+				// TestAckOwnAtOnce checks when the ACK goes.
+				if c.name == "one at a time, as a ping-pong" && completedOwn != 2 {
+					t.Errorf("Completed called %d times, want 2 (ping and pong)", completedOwn)
 				}
 			})
 		}
@@ -286,6 +286,49 @@ func loopOwn(t testing.TB, d *Device, now Time, own bool, most int) (frames, dir
 			d.ReceiveOwn(now, port)
 		} else {
 			d.ReceiveSegment(now, port, buf[:n], seg)
+		}
+	}
+}
+
+// TestAckOwnAtOnce: with Completed set and no QP on the transmit ring,
+// the request's ACK is taken in the same Transmit that carried it: the
+// sender's completion is there when it returns, published after the
+// receiver's (Completed sees only the receive). With another QP on the
+// ring, the ACK waits for its turn.
+func TestAckOwnAtOnce(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		d := inProcessDevice(t, 1)
+		d.LoopsOwn = true
+		x, y, z := newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1)
+		gid := d.Ports[0].GIDs[0].GID
+		path(t, x, y.qp.Num, gid, true, 7)
+		path(t, y, x.qp.Num, gid, true, 7)
+		path(t, z, x.qp.Num, gid, true, 7)
+		loopOwn(t, d, 1, true, 10) // the ring's turns since RTS
+		var atCompleted [2]int     // receive and send completions when Completed ran
+		d.Completed = func() { atCompleted = [2]int{y.rcq.Len(), x.scq.Len()} }
+		if _, err := d.PostRecv(y.qp, []RecvWR{{WRID: 7, SGL: []SGE{{Addr: 0x10000, Length: 64, LKey: y.mr.Key}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.PostSend(x.qp, []SendWR{{WRID: 8, Opcode: WRSend, Flags: SendSignaled | SendInline, InlineData: []byte("ping")}}); err != nil {
+			t.Fatal(err)
+		}
+		if busy {
+			d.schedule(z.qp) // a QP whose turn comes after x's
+		}
+		n, _, port := d.TransmitSegment(1, make([]byte, 4096))
+		if n != 0 || port == 0 {
+			t.Fatalf("busy %v: Transmit returned %d, port %d; want the request without a frame", busy, n, port)
+		}
+		if atCompleted != [2]int{1, 0} {
+			t.Errorf("busy %v: at Completed %d receive and %d send completions, want 1 and 0", busy, atCompleted[0], atCompleted[1])
+		}
+		if got, want := x.scq.Len(), btoi(!busy); got != want {
+			t.Errorf("busy %v: %d send completions after the Transmit, want %d", busy, got, want)
+		}
+		loopOwn(t, d, 1, true, 10)
+		if x.scq.Len() != 1 || y.rcq.Len() != 1 {
+			t.Errorf("busy %v: %d send and %d receive completions in the end, want 1 and 1", busy, x.scq.Len(), y.rcq.Len())
 		}
 	}
 }
