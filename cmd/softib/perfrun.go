@@ -602,6 +602,14 @@ func (s *perfSide) runLat(size uint64) ([]time.Duration, error) {
 		if _, err := qp.PostSend(wrs); err != nil {
 			return nil, err
 		}
+		if oneThread {
+			// Both sides share the thread (--loopback): the peer, who
+			// waits for this message, polls from now on; this side's
+			// own work (the stamp, the receive posted again, its send
+			// completion) waits for the thread to come back, while
+			// verbsd carries the peer's answer.
+			runtime.Gosched()
+		}
 		// Stamped once posted, not before as perftest does: the
 		// samples are the differences of consecutive stamps, one
 		// iteration each wherever in it the stamp is taken, and a
