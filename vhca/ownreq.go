@@ -12,13 +12,15 @@ import "github.com/softib/softib/vhca/wire"
 // or without immediate data, of one packet, to a QP of this device that
 // takes it in sequence. It first checks, without changing anything, that
 // the frame would have been built and accepted and its payload placed;
-// then it does what the frame would have done, in the same order: the
-// requester's bookkeeping and the transmit counters (nextRequest,
-// Transmit), the receive counters (accept), and the responder's work
-// (onRequest, execute), the ACK queued as the frame's would be, to go
-// without a frame too (ownack.go). Anything else, and any check that
-// fails, leaves the request to the frame: its NAKs, errors and counters
-// come from the one place that makes them.
+// then it does what the frame would have done: the transmit and receive
+// counters (Transmit, accept), the responder's work (onRequest,
+// execute), whose completion the owner publishes at once (Completed),
+// the requester's bookkeeping (nextRequest), and the ACK, which goes
+// without a frame too (ownack.go): at once if the responder's turn is
+// the next, else queued for it. Nothing looks at the device in between,
+// so what can be seen keeps the frame's order. Anything else, and any
+// check that fails, leaves the request to the frame: its NAKs, errors
+// and counters come from the one place that makes them.
 
 // requestOwn carries qp's next request to its responder on this device
 // without a frame, if it is such a request, and reports whether it did.
