@@ -388,8 +388,9 @@ func (e *engine) transmit(h *hca) (sent, frames int) {
 				break
 			}
 			// A request to a QP of this vHCA, taken without a frame
-			// (LoopsOwn): its completion is published at once, as
-			// after ReceiveOwn.
+			// (LoopsOwn). Its receive completion went out through
+			// Completed; its ACK's send completion, if the ACK was
+			// taken at once, goes now, as after ReceiveOwn.
 			e.publishCQs(h)
 			sent++
 			continue
