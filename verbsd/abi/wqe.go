@@ -127,27 +127,3 @@ func (c CQE) SrcQP() uint32       { return ne.Uint32(c[offCQESrcQP:]) }
 func (c CQE) WCFlags() uint32     { return ne.Uint32(c[offCQEFlags:]) }
 func (c CQE) PKeyIndex() uint16   { return ne.Uint16(c[offCQEPKeyIdx:]) }
 func (c CQE) SLID() uint16        { return ne.Uint16(c[offCQESLID:]) }
-
-// CQEFields are a completion's values, as verbsd writes them.
-type CQEFields struct {
-	WRID                    uint64
-	Status, Opcode          uint8
-	SL, DLIDPathBits        uint8
-	VendorErr, ByteLen, Imm uint32
-	QPNum, SrcQP, WCFlags   uint32
-	PKeyIndex, SLID         uint16
-}
-
-// Put writes f into the entry.
-func (c CQE) Put(f *CQEFields) {
-	ne.PutUint64(c[offWRID:], f.WRID)
-	c[offCQEStatus], c[offCQEOpcode], c[offCQESL], c[offCQEDLIDPath] = f.Status, f.Opcode, f.SL, f.DLIDPathBits
-	ne.PutUint32(c[offCQEVendor:], f.VendorErr)
-	ne.PutUint32(c[offCQEByteLen:], f.ByteLen)
-	ne.PutUint32(c[offCQEImm:], f.Imm)
-	ne.PutUint32(c[offCQEQPNum:], f.QPNum)
-	ne.PutUint32(c[offCQESrcQP:], f.SrcQP)
-	ne.PutUint32(c[offCQEFlags:], f.WCFlags)
-	ne.PutUint16(c[offCQEPKeyIdx:], f.PKeyIndex)
-	ne.PutUint16(c[offCQESLID:], f.SLID)
-}
