@@ -29,6 +29,7 @@ type CQ struct {
 	count  int
 	armed  cqArm
 	Err    bool // overrun: the CQ is unusable
+	spare  WC   // where next puts a completion that overflows
 	users  int  // QPs and SRQs completing into it
 }
 
@@ -125,30 +126,36 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) {
 	}
 }
 
-// push adds a completion; solicited says the message asked for an event.
-// It reports false if the CQ has overflowed (now or before).
-func (cq *CQ) push(wc *WC, solicited bool) bool {
-	if cq.Err {
-		return false
-	}
-	if cq.count == len(cq.ring) {
-		cq.Err = true
-		cq.dev.raise(Event{Type: EventCQErr, CQ: cq})
-		return false
+// next is where the next completion is to be written, every field of
+// it, before add: the ring's next entry, or, if the CQ has overflowed
+// (or is full, and add will find it has), a spare entry add discards.
+// Written in place, a completion is not built in one place and copied to
+// another: such a copy's wide loads of the narrow stores that built it
+// wait for them to leave the store buffer (no store-to-load forwarding).
+func (cq *CQ) next() *WC {
+	if cq.Err || cq.count == len(cq.ring) {
+		return &cq.spare
 	}
 	// Indices wrap by subtraction: a division costs more than the
-	// rest of a push.
+	// rest of a completion.
 	i := cq.head + cq.count
 	if i >= len(cq.ring) {
 		i -= len(cq.ring)
 	}
-	// Field by field: the caller has just built wc field by field, and
-	// a whole-struct copy's wide loads of those narrow stores wait for
-	// them to leave the store buffer (no store-to-load forwarding).
-	s := &cq.ring[i]
-	s.WRID, s.Status, s.Opcode, s.VendorErr = wc.WRID, wc.Status, wc.Opcode, wc.VendorErr
-	s.ByteLen, s.Imm, s.QPNum, s.SrcQP = wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP
-	s.Flags, s.PKeyIndex, s.SLID, s.SL, s.DLIDPath = wc.Flags, wc.PKeyIndex, wc.SLID, wc.SL, wc.DLIDPath
+	return &cq.ring[i]
+}
+
+// add publishes the completion written at next; solicited says the
+// message asked for an event. It reports false if the CQ has overflowed
+// (now or before).
+func (cq *CQ) add(wc *WC, solicited bool) bool {
+	if wc == &cq.spare {
+		if !cq.Err {
+			cq.Err = true
+			cq.dev.raise(Event{Type: EventCQErr, CQ: cq})
+		}
+		return false
+	}
 	cq.dev.completed = true
 	cq.count++
 	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
@@ -156,4 +163,13 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		cq.dev.raise(Event{Type: EventCompletion, CQ: cq})
 	}
 	return true
+}
+
+// push adds a completion built elsewhere (the rarer ones: errors,
+// flushes, UD); solicited says the message asked for an event. It
+// reports false if the CQ has overflowed (now or before).
+func (cq *CQ) push(wc *WC, solicited bool) bool {
+	s := cq.next()
+	*s = *wc
+	return cq.add(s, solicited)
 }

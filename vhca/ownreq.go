@@ -108,20 +108,19 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		tr.remaining = 0
 		tr.inMessage, tr.op = false, wire.OpRDMAWrite
 		if imm {
-			wc := WC{Opcode: WCRecvRDMAWithImm, ByteLen: tr.dmaLen, Flags: WCWithImm, Imm: w.wr.Imm}
-			d.finishRecv(t, &wc, h.SE)
+			d.finishRecv(t, WCRecvRDMAWithImm, tr.dmaLen, WCWithImm, w.wr.Imm, h.SE)
 		} else {
 			tr.msn = psnAdd(tr.msn, 1)
 		}
 	} else {
 		tr.recvOff += uint64(n)
 		tr.inMessage, tr.op = false, wire.OpSend
-		wc := WC{Opcode: WCRecv, ByteLen: uint32(tr.recvOff)}
+		var flags WCFlags
+		var v uint32
 		if imm {
-			wc.Flags |= WCWithImm
-			wc.Imm = w.wr.Imm
+			flags, v = WCWithImm, w.wr.Imm
 		}
-		d.finishRecv(t, &wc, h.SE)
+		d.finishRecv(t, WCRecv, uint32(tr.recvOff), flags, v, h.SE)
 	}
 	tr.epsn = psnAdd(psn, 1)
 	if d.Completed != nil {

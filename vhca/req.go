@@ -347,12 +347,17 @@ func (d *Device) completeSend(qp *QP, w *sendWQE, status WCStatus) {
 	if status == WCSuccess && !qp.sigAll && w.wr.Flags&SendSignaled == 0 {
 		return
 	}
-	wc := WC{WRID: w.wr.WRID, Status: status, QPNum: qp.Num}
+	var op WCOpcode
 	if int(w.wr.Opcode) < len(wcOpcodeOfWR) {
-		wc.Opcode = wcOpcodeOfWR[w.wr.Opcode]
+		op = wcOpcodeOfWR[w.wr.Opcode]
 	}
+	var n uint32
 	if status == WCSuccess {
-		wc.ByteLen = w.length
+		n = w.length
 	}
-	qp.SendCQ.push(&wc, false)
+	wc := qp.SendCQ.next()
+	wc.WRID, wc.Status, wc.Opcode, wc.VendorErr = w.wr.WRID, status, op, 0
+	wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP = n, 0, qp.Num, 0
+	wc.Flags, wc.PKeyIndex, wc.SLID, wc.SL, wc.DLIDPath = 0, 0, 0, 0, 0
+	qp.SendCQ.add(wc, false)
 }

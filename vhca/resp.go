@@ -152,16 +152,17 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		r.recvOff += uint64(n)
 		r.inMessage, r.op = !last, wire.OpSend
 		if last {
-			wc := WC{Opcode: WCRecv, ByteLen: uint32(r.recvOff)}
+			var flags WCFlags
+			var imm uint32
 			if info.Immediate() {
-				wc.Flags |= WCWithImm
-				wc.Imm = p.ImmDt().Value()
+				flags |= WCWithImm
+				imm = p.ImmDt().Value()
 			}
 			if info.Invalidate() {
-				wc.Flags |= WCWithInv
-				wc.Imm = p.IETH().RKey()
+				flags |= WCWithInv
+				imm = p.IETH().RKey()
 			}
-			d.finishRecv(qp, &wc, p.BTH().SE())
+			d.finishRecv(qp, WCRecv, uint32(r.recvOff), flags, imm, p.BTH().SE())
 		}
 	case wire.OpRDMAWrite:
 		if info.Position == wire.First || info.Position == wire.Only {
@@ -192,8 +193,7 @@ func (d *Device) execute(qp *QP, p *wire.Packet) (nakCode, WCStatus) {
 		r.remaining -= uint32(n)
 		r.inMessage, r.op = !last, wire.OpRDMAWrite
 		if last && info.Immediate() {
-			wc := WC{Opcode: WCRecvRDMAWithImm, ByteLen: r.dmaLen, Flags: WCWithImm, Imm: p.ImmDt().Value()}
-			d.finishRecv(qp, &wc, p.BTH().SE())
+			d.finishRecv(qp, WCRecvRDMAWithImm, r.dmaLen, WCWithImm, p.ImmDt().Value(), p.BTH().SE())
 		} else if last {
 			r.msn = psnAdd(r.msn, 1)
 		}
@@ -435,13 +435,17 @@ func (d *Device) takeRecv(qp *QP) bool {
 	return true
 }
 
-// finishRecv completes the receive WQE of the message that just ended.
-func (d *Device) finishRecv(qp *QP, wc *WC, solicited bool) {
+// finishRecv completes the receive WQE of the message that just ended
+// (RC, UC, XRC): op, its length, and with flags, its immediate data or
+// invalidated R_Key.
+func (d *Device) finishRecv(qp *QP, op WCOpcode, n uint32, flags WCFlags, imm uint32, solicited bool) {
 	r := &qp.resp
 	r.msn = psnAdd(r.msn, 1)
-	wc.SrcQP = qp.attr.DestQPN
-	wc.PKeyIndex = qp.attr.PKeyIndex
-	d.pushRecv(qp, &r.wqe, wc, solicited)
+	wc := qp.RecvCQ.next()
+	wc.WRID, wc.Status, wc.Opcode, wc.VendorErr = r.wqe.wrid, WCSuccess, op, 0
+	wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP = n, imm, qp.Num, qp.attr.DestQPN
+	wc.Flags, wc.PKeyIndex, wc.SLID, wc.SL, wc.DLIDPath = flags, qp.attr.PKeyIndex, 0, 0, 0
+	qp.RecvCQ.add(wc, solicited)
 	r.haveWQE = false
 	r.recvOff = 0
 }

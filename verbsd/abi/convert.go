@@ -5,14 +5,27 @@ import "github.com/softib/softib/vhca"
 // Conversions between the messages and the vhca types both sides use in
 // Go. (The enumerations are libibverbs' values on both sides.)
 
-// PutWC writes a completion into the CQE, as Put does its fields, in
-// one run of stores through the entry's layout (cqe.go).
+// PutWC writes a completion into the CQE in one run of stores through
+// the entry's layout (cqe.go). wc was often written a moment before,
+// field by field: its fields are read one by one, in an order that keeps
+// the compiler from merging neighbours into one wide load, which could
+// not take its bytes from several narrower stores still in the store
+// buffer (no store-to-load forwarding) and would wait for them.
 func (c CQE) PutWC(wc *vhca.WC) {
 	p := c.fields()
 	p.WRID = wc.WRID
-	p.Status, p.Opcode, p.SL, p.DLIDPath = uint8(wc.Status), uint8(wc.Opcode), wc.SL, wc.DLIDPath
-	p.VendorErr, p.ByteLen, p.Imm, p.QPNum, p.SrcQP = wc.VendorErr, wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP
-	p.Flags, p.PKeyIndex, p.SLID = uint32(wc.Flags), wc.PKeyIndex, wc.SLID
+	p.Status = uint8(wc.Status)
+	p.SL = wc.SL
+	p.Opcode = uint8(wc.Opcode)
+	p.DLIDPath = wc.DLIDPath
+	p.VendorErr = wc.VendorErr
+	p.Imm = wc.Imm
+	p.ByteLen = wc.ByteLen
+	p.SrcQP = wc.SrcQP
+	p.QPNum = wc.QPNum
+	p.SLID = wc.SLID
+	p.Flags = uint32(wc.Flags)
+	p.PKeyIndex = wc.PKeyIndex
 }
 
 // WC reads the CQE into a completion, field by field.
