@@ -110,7 +110,7 @@ func (e *engine) pollSQ(r *qpRings) int {
 // capabilities, and the address handle against the client's own.
 func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 	// Field by field: a whole-struct copy of a literal built a moment
-	// before waits on the stores that built it (vhca.CQ.push).
+	// before waits on the stores that built it (vhca.CQ.next).
 	f := w.Fields() // the engine's own copy of the entry
 	wr.WRID, wr.Opcode, wr.Flags, wr.Imm = f.WRID, vhca.WROpcode(f.Opcode), vhca.SendFlags(f.Flags), f.Imm
 	wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = f.RemoteAddr, f.RKey, f.CompareAdd, f.Swap

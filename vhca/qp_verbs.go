@@ -461,7 +461,7 @@ func (d *Device) postSend(qp *QP, wr *SendWR) error {
 	} else {
 		sgl = append(sgl, wr.SGL...)
 	}
-	// Field by field, for the reason CQ.push gives.
+	// Field by field, for the reason CQ.next gives.
 	w.wr.WRID, w.wr.Opcode, w.wr.Flags, w.wr.Imm = wr.WRID, wr.Opcode, wr.Flags, wr.Imm
 	w.wr.RemoteAddr, w.wr.RKey, w.wr.CompareAdd, w.wr.Swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
 	w.wr.AH, w.wr.RemoteQPN, w.wr.RemoteQKey = wr.AH, wr.RemoteQPN, wr.RemoteQKey

@@ -398,7 +398,7 @@ func (d *Device) queueResponse(qp *QP, it respItem) {
 
 // queueACK is queueResponse of a plain ACK, written in place: the copy of
 // a whole respItem built a moment before waits on the stores that built
-// it (CQ.push), and this is once per message.
+// it (CQ.next), and this is once per message.
 func (d *Device) queueACK(qp *QP, psn uint32, own bool) {
 	syn := wire.ACKSyndrome(wire.CreditCountInvalid)
 	q := qp.resp.queue
