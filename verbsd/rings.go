@@ -72,24 +72,11 @@ func (e *engine) pollSQ(r *qpRings) int {
 	}
 	n := r.sq.Available(r.sq.Entries())
 	dev := r.s.h.dev
-	size := r.sq.EntrySize()
 	done := 0
 	for ; done < n; done++ {
-		// The fixed part, then as much of the rest as it says it
-		// holds (an entry sized for the QP's largest inline data or
-		// SGL is mostly unused by a small message), each byte read
-		// once from shared memory.
-		w := abi.SendWQE(e.wqe[:size])
-		src := r.sq.Peek(done)
-		copy(w[:abi.SendWQEHeader], src)
-		body := w.NumSGE() * abi.SGESize
-		if vhca.SendFlags(w.Flags())&vhca.SendInline != 0 {
-			body = w.InlineLen()
-		}
-		copy(w[abi.SendWQEHeader:], src[abi.SendWQEHeader:][:min(body, size-abi.SendWQEHeader)])
 		wr := &e.wr[0]
-		if !e.decodeSend(r, w, wr) {
-			dev.RefuseSend(r.qp, w.WRID(), vhca.WROpcode(w.Opcode()))
+		if !e.decodeSend(r, abi.SendWQE(r.sq.Peek(done)), wr) {
+			dev.RefuseSend(r.qp, wr.WRID, wr.Opcode)
 			continue
 		}
 		if _, err := dev.PostSend(r.qp, e.wr[:]); err != nil {
@@ -105,26 +92,34 @@ func (e *engine) pollSQ(r *qpRings) int {
 	return done
 }
 
-// decodeSend turns a copied send WQE into a work request, checking what
-// the engine cannot: the counts against the entry and the QP's
-// capabilities, and the address handle against the client's own.
+// decodeSend turns a send WQE, in the ring, into a work request,
+// checking what the engine cannot: the counts against the entry and the
+// QP's capabilities, and the address handle against the client's own.
+//
+// The client may write the entry while it is read. Each field is read
+// from it once, into wr, and what is checked is that copy: the engine's
+// own, which the client cannot change. The inline data is the exception:
+// wr points at it in the ring, and PostSend copies it, once, into the
+// device's WQE; nothing reads it there before, and its bytes are the
+// payload, which nothing checks. So no copy of the whole entry is made
+// first, of which a small message would use a few fields.
 func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 	// Field by field: a whole-struct copy of a literal built a moment
 	// before waits on the stores that built it (vhca.CQ.next).
-	f := w.Fields() // the engine's own copy of the entry
+	f := w.Fields()
 	wr.WRID, wr.Opcode, wr.Flags, wr.Imm = f.WRID, vhca.WROpcode(f.Opcode), vhca.SendFlags(f.Flags), f.Imm
 	wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = f.RemoteAddr, f.RKey, f.CompareAdd, f.Swap
 	wr.RemoteQPN, wr.RemoteQKey = f.RemoteQPN, f.RemoteQKey
 	wr.SGL, wr.InlineData, wr.AH = nil, nil, nil
 	room := len(w) - abi.SendWQEHeader
 	if wr.Flags&vhca.SendInline != 0 {
-		n := w.InlineLen()
-		if n < 0 || n > room || n > r.cap.MaxInlineData {
+		n := int(f.InlineLen)
+		if n > room || n > r.cap.MaxInlineData {
 			return false
 		}
 		wr.InlineData = w.Inline()[:n]
 	} else {
-		n := w.NumSGE()
+		n := int(f.NumSGE)
 		if n > r.cap.MaxSendSGE || n*abi.SGESize > room {
 			return false
 		}
@@ -136,7 +131,7 @@ func (e *engine) decodeSend(r *qpRings, w abi.SendWQE, wr *vhca.SendWR) bool {
 		wr.SGL = e.sgl
 	}
 	if r.qp.Type == vhca.QPTypeUD {
-		ah := r.s.ahs[w.AH()]
+		ah := r.s.ahs[f.AH]
 		if ah == nil {
 			return false
 		}
