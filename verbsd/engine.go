@@ -143,10 +143,11 @@ func (e *engine) do(f func()) error {
 // instead: clients that yield between their empty polls (client.Relax)
 // and an engine that does take turns in microseconds. Which host it is
 // on, the scheduler says (cores.toSpare), asked every coresEvery while
-// polling. A yield that itself lasts more than contendedGap means a
-// client that never yields holds the core: the engine then sleeps on its
-// doorbell between rounds for contendedBackoff, where a wake-up costs
-// microseconds, not milliseconds.
+// polling, and a few answers in a row change the manner (pollManner). A
+// yield that itself lasts more than contendedGap means a thread that
+// does not yield holds the core: the engine then sleeps on its doorbell
+// between rounds for a while, longer each time it recurs (contention),
+// where a wake-up costs microseconds, not milliseconds. (manner.go)
 func (e *engine) run() {
 	defer close(e.stopped)
 	runtime.LockOSThread()
@@ -166,8 +167,9 @@ func (e *engine) run() {
 	// time, and so does every busy one.
 	since := e.clock.now
 	last := since()
-	var backoff, asked time.Duration
-	spin, votes := false, 0
+	var asked time.Duration
+	var manner pollManner
+	var contended contention
 	for !e.quit {
 		now := since()
 		e.now = vhca.Time(now)
@@ -175,30 +177,22 @@ func (e *engine) run() {
 			last = now
 			continue
 		}
-		if now-last >= e.spin || now < backoff {
+		if now-last >= e.spin || contended.backingOff(now) {
 			e.sleep()
 			last = since()
-			asked, votes = 0, 0 // the threads around may have changed
+			asked = 0 // the threads around may have changed
+			manner.recount()
 			continue
 		}
 		if asked == 0 || now-asked > coresEvery {
-			// Spin only after spinVotes answers in a row say so; yield
-			// at the first that does not: a busy host whose running
-			// count dips for an instant keeps its cores.
-			if e.cores.toSpare() {
-				votes++
-			} else {
-				votes = 0
-			}
-			spin, asked = votes >= spinVotes, now
+			manner.vote(e.cores.toSpare())
+			asked = now
 		}
-		if spin {
+		if manner.spin {
 			continue
 		}
 		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		if since()-now > contendedGap {
-			backoff = since() + contendedBackoff
-		}
+		contended.yielded(now, since())
 	}
 }
 
@@ -208,19 +202,6 @@ func (e *engine) run() {
 // a system call (a microsecond) per round. A sleeping engine polls the
 // TAP's descriptor too, so nothing waits longer than this.
 const tapBesideFastPath = vhca.Time(100 * time.Microsecond)
-
-// coresEvery: how often a polling engine asks whether it has a core to
-// itself (a microsecond's pread); spinVotes: how many answers in a row
-// must say yes. contendedGap: a yield this long means
-// the engine was taken off its CPU for another thread's time slice;
-// contendedBackoff: how long it then sleeps between rounds instead of
-// polling.
-const (
-	coresEvery       = time.Millisecond
-	spinVotes        = 3
-	contendedGap     = 200 * time.Microsecond
-	contendedBackoff = 100 * time.Millisecond
-)
 
 // step does one round of everything and reports whether it found work.
 func (e *engine) step() bool {
