@@ -54,14 +54,20 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 	if tr.epsn != r.psn || tr.inMessage || w.length > uint32(t.mtu) {
 		return false
 	}
-	// The payload, gathered as nextRequest would (its L_Keys checked).
+	// The payload: inline, the WQE's own copy of it; else gathered as
+	// nextRequest would (its L_Keys checked).
 	n := w.length
-	if d.stage == nil {
-		d.stage = make([]byte, MTU4096.Bytes())
-	}
-	payload := d.stage[:n]
-	if n > 0 && !d.gather(qp, w, 0, payload) {
-		return false
+	var payload []byte
+	if w.wr.Flags&SendInline != 0 {
+		payload = w.inline[:n]
+	} else {
+		if d.stage == nil {
+			d.stage = make([]byte, MTU4096.Bytes())
+		}
+		payload = d.stage[:n]
+		if n > 0 && !d.gather(qp, w, 0, payload) {
+			return false
+		}
 	}
 	// The responder's checks (execute), up to placing the payload.
 	if write && d.checkRKey(t, w.wr.RKey, w.wr.RemoteAddr, uint64(n), AccessRemoteWrite) != noNAK {
