@@ -295,12 +295,13 @@ func (e *engine) step() bool {
 	// A CQ's arm word too: an arm matters once a completion comes,
 	// and fillCQ looks at it before it publishes one.
 	for _, h := range e.hcas {
-		if h.dev.TakeCompleted() || look {
+		if look {
+			h.dev.TakeCompleted() // every CQ is looked at
 			for _, c := range h.cqs {
-				if look || c.cq.Len() > 0 {
-					work += e.fillCQ(c)
-				}
+				work += e.fillCQ(c)
 			}
+		} else {
+			work += e.publishCQs(h)
 		}
 		work += e.deliverEvents(h)
 	}
@@ -418,14 +419,18 @@ func (e *engine) transmit(h *hca) (sent, frames int) {
 	return sent, frames
 }
 
-// publishCQs moves the completions waiting in the device's CQs to their
-// rings, and nothing else of fillCQ's.
-func (e *engine) publishCQs(h *hca) {
-	for _, c := range h.cqs {
-		if c.cq.Len() > 0 {
-			e.fillCQ(c)
+// publishCQs moves to their rings the completions of the device's CQs
+// that took some since the last look (Device.TakeCompleted): a message
+// costs the same however many CQs the clients have. (A CQ whose ring was
+// full keeps the rest until the next round that looks at every CQ.)
+func (e *engine) publishCQs(h *hca) int {
+	work := 0
+	for _, cq := range h.dev.TakeCompleted() {
+		if c, _ := cq.Owner.(*cqRing); c != nil {
+			work += e.fillCQ(c)
 		}
 	}
+	return work
 }
 
 // sleep blocks on the doorbell until a client rings it, a control request

@@ -30,7 +30,11 @@ type CQ struct {
 	armed  cqArm
 	Err    bool // overrun: the CQ is unusable
 	spare  WC   // where next puts a completion that overflows
-	users  int  // QPs and SRQs completing into it
+	listed bool // in the device's completedCQs
+	// Owner is the owner's own, which vhca never looks at: verbsd keeps
+	// the CQ's ring there, for the CQs TakeCompleted returns.
+	Owner any
+	users int // QPs and SRQs completing into it
 }
 
 type cqArm uint8
@@ -64,6 +68,16 @@ func (d *Device) DestroyCQ(cq *CQ) error {
 		return ErrBusy
 	}
 	delete(d.cqs, cq.Handle)
+	if cq.listed {
+		// TakeCompleted returns no CQ that is gone.
+		for i, c := range d.completedCQs {
+			if c == cq {
+				d.completedCQs = append(d.completedCQs[:i], d.completedCQs[i+1:]...)
+				break
+			}
+		}
+		cq.listed = false
+	}
 	return nil
 }
 
@@ -107,13 +121,20 @@ func (cq *CQ) Drop(n int) {
 	cq.count -= n
 }
 
-// TakeCompleted reports whether a CQ of the device took a completion
-// since the last call: an owner that moves completions elsewhere
-// (verbsd, into rings) need not look at every CQ when none did.
-func (d *Device) TakeCompleted() bool {
-	c := d.completed
-	d.completed = false
-	return c
+// TakeCompleted returns the CQs of the device that took a completion
+// since the last call, each once: an owner that moves completions
+// elsewhere (verbsd, into rings) looks at those, not at every CQ, of
+// which a daemon of many clients has hundreds. The slice is the
+// device's, valid until the next call.
+func (d *Device) TakeCompleted() []*CQ {
+	l := d.completedCQs
+	for _, cq := range l {
+		cq.listed = false
+	}
+	// Two lists in turn: completions that come while the caller goes
+	// through this one go in the other.
+	d.completedCQs, d.completedNext = d.completedNext[:0], l
+	return l
 }
 
 // ReqNotify arms the CQ: the next completion (the next solicited or error
@@ -156,7 +177,10 @@ func (cq *CQ) add(wc *WC, solicited bool) bool {
 		}
 		return false
 	}
-	cq.dev.completed = true
+	if !cq.listed {
+		cq.listed = true
+		cq.dev.completedCQs = append(cq.dev.completedCQs, cq)
+	}
 	cq.count++
 	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
 		cq.armed = cqUnarmed

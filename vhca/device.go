@@ -137,7 +137,9 @@ type Device struct {
 	// the client's CQ ring). Without it, the ACK waits for the
 	// responder's turn, and the completions for Transmit to return.
 	Completed func()
-	completed bool // a CQ took a completion (TakeCompleted)
+	// The CQs that took a completion since TakeCompleted (the second:
+	// the list it returned last, reused).
+	completedCQs, completedNext []*CQ
 
 	// FetchRecv, if set, is called when a message finds qp's receive
 	// queue empty, before the responder decides there is no receive
