@@ -74,8 +74,8 @@ func benchmarkEngine(b *testing.B, idle bool, otherCQs int) {
 		r.sq, x.sq = ring(abi.KindSQ, 64, abi.SendWQESize(1, 64))
 		r.rq, x.rq = ring(abi.KindRQ, 512, abi.RecvWQESize(1))
 		c := &cqRing{s: s, cq: cq}
-		cq.Owner = c
 		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
+		cq.Owner, cq.Ring = c, c
 		x.r, x.c = r, c
 		h.qps, h.cqs = append(h.qps, r), append(h.cqs, c)
 		e.qpOf[qp], e.cqOf[cq] = r, c
@@ -92,7 +92,7 @@ func benchmarkEngine(b *testing.B, idle bool, otherCQs int) {
 			b.Fatal(err)
 		}
 		c := &cqRing{s: s, cq: cq, ring: ring}
-		cq.Owner = c
+		cq.Owner, cq.Ring = c, c
 		h.cqs, e.cqOf[cq] = append(h.cqs, c), c
 	}
 	gid := dev.Ports[0].GIDs[1].GID

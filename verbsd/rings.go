@@ -44,6 +44,22 @@ type cqRing struct {
 	dead    bool
 }
 
+// Entry and Publish make the client's ring the CQ's vhca.CQRing: the
+// device writes its completions there itself while the ring has room.
+// A ring the client corrupted takes none: they go to the device's CQ,
+// where fillCQ finds it dead.
+func (c *cqRing) Entry() *vhca.WC {
+	if c.dead {
+		return nil
+	}
+	if free, err := c.ring.Free(1); err != nil || free == 0 {
+		return nil
+	}
+	return abi.CQE(c.ring.Slot(0)).Entry()
+}
+
+func (c *cqRing) Publish() { c.ring.Release(1) }
+
 // compChannel is a completion channel: the client's eventfd.
 type compChannel struct {
 	handle uint32

@@ -1,10 +1,14 @@
 package vhca
 
-// WC is a work completion (ibv_wc).
+// WC is a work completion (ibv_wc). Its fields are in the order, and at
+// the offsets, of verbsd's CQ ring entries (verbsd/abi, TestWCLayout),
+// so that a CQRing's entries can be written as WCs.
 type WC struct {
 	WRID      uint64
 	Status    WCStatus
 	Opcode    WCOpcode
+	SL        uint8
+	DLIDPath  uint8
 	VendorErr uint32
 	ByteLen   uint32
 	Imm       uint32 // immediate data, or the invalidated R_Key with WCWithInv
@@ -13,8 +17,6 @@ type WC struct {
 	Flags     WCFlags
 	PKeyIndex uint16
 	SLID      uint16
-	SL        uint8
-	DLIDPath  uint8
 }
 
 // CQ is a completion queue (IBA 1.4 ch. 10, completion queues). A CQ that
@@ -31,10 +33,29 @@ type CQ struct {
 	Err    bool // overrun: the CQ is unusable
 	spare  WC   // where next puts a completion that overflows
 	listed bool // in the device's completedCQs
+	users  int  // QPs and SRQs completing into it
 	// Owner is the owner's own, which vhca never looks at: verbsd keeps
 	// the CQ's ring there, for the CQs TakeCompleted returns.
 	Owner any
-	users int // QPs and SRQs completing into it
+	// Ring, if the owner sets it, takes the completions first (CQRing).
+	Ring   CQRing
+	direct *WC // the entry of Ring that next returned
+}
+
+// CQRing is a ring of completions that a CQ's owner gives it (CQ.Ring)
+// to write them into itself: verbsd's are the client's rings in shared
+// memory, whose entries begin with a WC's fields in a WC's layout. A
+// completion then costs no copy out of the CQ and no look at the CQ by
+// the owner. The CQ keeps completions in its own ring only while the
+// owner's is full, and then every one that follows, until the owner has
+// taken them (At, Drop): they stay in order. The entry is written by
+// vhca and never read back.
+type CQRing interface {
+	// Entry is the ring's next free entry, or nil if there is none.
+	Entry() *WC
+	// Publish makes the entry Entry returned visible to the ring's
+	// consumer.
+	Publish()
 }
 
 type cqArm uint8
@@ -128,6 +149,9 @@ func (cq *CQ) Drop(n int) {
 // device's, valid until the next call.
 func (d *Device) TakeCompleted() []*CQ {
 	l := d.completedCQs
+	if len(l) == 0 {
+		return nil // most calls: inlined, and no swap
+	}
 	for _, cq := range l {
 		cq.listed = false
 	}
@@ -148,14 +172,21 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) {
 }
 
 // next is where the next completion is to be written, every field of
-// it, before add: the ring's next entry, or, if the CQ has overflowed
-// (or is full, and add will find it has), a spare entry add discards.
-// Written in place, a completion is not built in one place and copied to
-// another: such a copy's wide loads of the narrow stores that built it
-// wait for them to leave the store buffer (no store-to-load forwarding).
+// it, before add: the owner's ring's next entry (CQRing), else the CQ's
+// own ring's, or, if the CQ has overflowed (or is full, and add will
+// find it has), a spare entry add discards. Written in place, a
+// completion is not built in one place and copied to another: such a
+// copy's wide loads of the narrow stores that built it wait for them to
+// leave the store buffer (no store-to-load forwarding).
 func (cq *CQ) next() *WC {
 	if cq.Err || cq.count == len(cq.ring) {
 		return &cq.spare
+	}
+	if cq.count == 0 && cq.Ring != nil {
+		if e := cq.Ring.Entry(); e != nil {
+			cq.direct = e
+			return e
+		}
 	}
 	// Indices wrap by subtraction: a division costs more than the
 	// rest of a completion.
@@ -177,12 +208,19 @@ func (cq *CQ) add(wc *WC, solicited bool) bool {
 		}
 		return false
 	}
-	if !cq.listed {
-		cq.listed = true
-		cq.dev.completedCQs = append(cq.dev.completedCQs, cq)
+	// Read before it is published: the owner's ring is not read back.
+	failed := wc.Status != WCSuccess
+	if wc == cq.direct {
+		cq.direct = nil
+		cq.Ring.Publish()
+	} else {
+		if !cq.listed {
+			cq.listed = true
+			cq.dev.completedCQs = append(cq.dev.completedCQs, cq)
+		}
+		cq.count++
 	}
-	cq.count++
-	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || wc.Status != WCSuccess) {
+	if cq.armed == cqArmedNext || cq.armed == cqArmedSolicited && (solicited || failed) {
 		cq.armed = cqUnarmed
 		cq.dev.raise(Event{Type: EventCompletion, CQ: cq})
 	}

@@ -134,8 +134,9 @@ type Device struct {
 	// Completed, if set, is called when a request taken without a
 	// frame has completed at its responder, before its ACK is taken:
 	// the owner publishes the completions there (verbsd moves them to
-	// the client's CQ ring). Without it, the ACK waits for the
-	// responder's turn, and the completions for Transmit to return.
+	// the client's CQ ring, those that its CQRing did not take at
+	// once). Without it, the ACK waits for the responder's turn, and
+	// the completions for Transmit to return.
 	Completed func()
 	// The CQs that took a completion since TakeCompleted (the second:
 	// the list it returned last, reused).

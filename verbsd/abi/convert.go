@@ -1,40 +1,38 @@
 package abi
 
-import "github.com/softib/softib/vhca"
+import (
+	"unsafe"
+
+	"github.com/softib/softib/vhca"
+)
 
 // Conversions between the messages and the vhca types both sides use in
 // Go. (The enumerations are libibverbs' values on both sides.)
 
-// PutWC writes a completion into the CQE in one run of stores through
-// the entry's layout (cqe.go). wc was often written a moment before,
-// field by field: its fields are read one by one, in an order that keeps
-// the compiler from merging neighbours into one wide load, which could
-// not take its bytes from several narrower stores still in the store
-// buffer (no store-to-load forwarding) and would wait for them.
-func (c CQE) PutWC(wc *vhca.WC) {
-	p := c.fields()
-	p.WRID = wc.WRID
-	p.Status = uint8(wc.Status)
-	p.SL = wc.SL
-	p.Opcode = uint8(wc.Opcode)
-	p.DLIDPath = wc.DLIDPath
-	p.VendorErr = wc.VendorErr
-	p.Imm = wc.Imm
-	p.ByteLen = wc.ByteLen
-	p.SrcQP = wc.SrcQP
-	p.QPNum = wc.QPNum
-	p.SLID = wc.SLID
-	p.Flags = uint32(wc.Flags)
-	p.PKeyIndex = wc.PKeyIndex
+// PutWC writes a completion into the CQE, leaving its sequence word
+// alone.
+func (c CQE) PutWC(wc *vhca.WC) { *c.Entry() = *wc }
+
+// Entry is the CQE as a vhca.WC, whose fields are a CQE's in their
+// order, at their offsets (off* in wqe.go, TestCQELayout), in host byte
+// order, and end before the sequence word. A completion is written and
+// read through it in one run of stores or loads, with one bounds check
+// where each accessor checks its own; vhca writes completions into the
+// client's ring through it (vhca.CQRing). Both ends of a completion are
+// hot: verbsd writes two per message, the client reads them while the
+// other side waits.
+func (c CQE) Entry() *vhca.WC {
+	_ = c[offCQESeq-1]
+	return (*vhca.WC)(unsafe.Pointer(&c[0]))
 }
 
 // WC reads the CQE into a completion, field by field.
 func (c CQE) WC(wc *vhca.WC) {
-	p := c.fields()
+	p := c.Entry()
 	wc.WRID = p.WRID
-	wc.Status, wc.Opcode, wc.SL, wc.DLIDPath = vhca.WCStatus(p.Status), vhca.WCOpcode(p.Opcode), p.SL, p.DLIDPath
+	wc.Status, wc.Opcode, wc.SL, wc.DLIDPath = p.Status, p.Opcode, p.SL, p.DLIDPath
 	wc.VendorErr, wc.ByteLen, wc.Imm, wc.QPNum, wc.SrcQP = p.VendorErr, p.ByteLen, p.Imm, p.QPNum, p.SrcQP
-	wc.Flags, wc.PKeyIndex, wc.SLID = vhca.WCFlags(p.Flags), p.PKeyIndex, p.SLID
+	wc.Flags, wc.PKeyIndex, wc.SLID = p.Flags, p.PKeyIndex, p.SLID
 }
 
 // FromAV encodes an address vector.

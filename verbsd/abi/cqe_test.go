@@ -48,10 +48,12 @@ func checkOffsets(t *testing.T, fields []fieldAt) {
 	}
 }
 
-// TestCQELayout: the struct CQEs are written and read through puts each
-// field where the accessors and the documentation have it.
+// TestCQELayout: vhca.WC, through which CQEs are written and read (in
+// verbsd, by vhca itself: CQE.Entry), puts each field where the
+// accessors and the documentation have it, and ends before the sequence
+// word.
 func TestCQELayout(t *testing.T) {
-	var l cqeLayout
+	var l vhca.WC
 	checkOffsets(t, []fieldAt{
 		{"WRID", unsafe.Offsetof(l.WRID), offWRID}, {"Status", unsafe.Offsetof(l.Status), offCQEStatus},
 		{"Opcode", unsafe.Offsetof(l.Opcode), offCQEOpcode}, {"SL", unsafe.Offsetof(l.SL), offCQESL},
