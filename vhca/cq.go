@@ -142,6 +142,9 @@ func (cq *CQ) Drop(n int) {
 	cq.count -= n
 }
 
+// AnyCompleted reports whether TakeCompleted has a CQ to return.
+func (d *Device) AnyCompleted() bool { return len(d.completedCQs) > 0 }
+
 // TakeCompleted returns the CQs of the device that took a completion
 // since the last call, each once: an owner that moves completions
 // elsewhere (verbsd, into rings) looks at those, not at every CQ, of
