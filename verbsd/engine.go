@@ -433,7 +433,7 @@ func (e *engine) publishCQs(h *hca) int {
 func (e *engine) publishCompleted(h *hca) int {
 	work := 0
 	for _, cq := range h.dev.TakeCompleted() {
-		if c, _ := cq.Owner.(*cqRing); c != nil {
+		if c, _ := cq.Ring.(*cqRing); c != nil {
 			work += e.fillCQ(c)
 		}
 	}

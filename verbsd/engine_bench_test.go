@@ -75,7 +75,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		r.rq, x.rq = ring(abi.KindRQ, 512, abi.RecvWQESize(1))
 		c := &cqRing{s: s, cq: cq}
 		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
-		cq.Owner, cq.Ring = c, c
+		cq.Ring = c
 		x.r, x.c = r, c
 		h.qps, h.cqs = append(h.qps, r), append(h.cqs, c)
 		e.qpOf[qp], e.cqOf[cq] = r, c
@@ -94,7 +94,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 			b.Fatal(err)
 		}
 		c := &cqRing{s: s, cq: cq, ring: newRing(abi.KindCQ, 16, abi.CQESize)}
-		cq.Owner, cq.Ring = c, c
+		cq.Ring = c
 		h.cqs, e.cqOf[cq] = append(h.cqs, c), c
 		qp, err := dev.CreateQP(pd, vhca.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
 		if err != nil {

@@ -461,7 +461,7 @@ func (s *session) createCQ(e *engine, body []byte) reply {
 	s.cqs[h] = c
 	s.h.cqs = append(s.h.cqs, c)
 	e.cqOf[cq] = c
-	cq.Owner, cq.Ring = c, c
+	cq.Ring = c
 	return reply{body: abi.CreateCQReply{Handle: h, CQE: uint32(cq.Cap()), RingBytes: uint64(len(mem.b))},
 		fds: []int{fd}}
 }

@@ -34,10 +34,8 @@ type CQ struct {
 	spare  WC   // where next puts a completion that overflows
 	listed bool // in the device's completedCQs
 	users  int  // QPs and SRQs completing into it
-	// Owner is the owner's own, which vhca never looks at: verbsd keeps
-	// the CQ's ring there, for the CQs TakeCompleted returns.
-	Owner any
-	// Ring, if the owner sets it, takes the completions first (CQRing).
+	// Ring, if the owner sets it, takes the completions first (CQRing);
+	// the owner finds its own in the CQs TakeCompleted returns.
 	Ring   CQRing
 	direct *WC // the entry of Ring that next returned
 }
