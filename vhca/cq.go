@@ -1,7 +1,7 @@
 package vhca
 
 // WC is a work completion (ibv_wc). Its fields are in the order, and at
-// the offsets, of verbsd's CQ ring entries (verbsd/abi, TestWCLayout),
+// the offsets, of verbsd's CQ ring entries (verbsd/abi, TestCQELayout),
 // so that a CQRing's entries can be written as WCs.
 type WC struct {
 	WRID      uint64
