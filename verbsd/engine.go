@@ -292,8 +292,12 @@ func (e *engine) step() bool {
 	if look {
 		work += e.pollRQs()
 	}
-	// A CQ's arm word too: an arm matters once a completion comes,
-	// and fillCQ looks at it before it publishes one.
+	// A CQ's arm word too. A completion the device writes into the
+	// client's ring itself (vhca.CQRing) does not look at it: one that
+	// came after an arm this engine had not seen yet raises its event
+	// here, within lookEvery rounds (fillCQ fires for an arm that finds
+	// completions unconsumed), and the engine does not sleep on an arm
+	// unseen (sleep).
 	for _, h := range e.hcas {
 		if look {
 			h.dev.TakeCompleted() // every CQ is looked at
