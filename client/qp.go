@@ -62,6 +62,9 @@ type QP struct {
 	Cap    QPCap
 	state  atomic.Uint32
 	mem    []byte
+	// Where in mem verbsd put the rings (it places each a few cache
+	// lines into its page, as many as the QP's number says).
+	sqOff, rqOff uint64
 
 	sqMu sync.Mutex
 	sq   *abi.Ring
@@ -123,7 +126,7 @@ func (qp *QP) attach(fds []int, r *abi.CreateQPReply) error {
 			return fail(err)
 		}
 	}
-	qp.mem = mem
+	qp.mem, qp.sqOff, qp.rqOff = mem, r.SQOffset, r.RQOffset
 	return nil
 }
 

@@ -32,9 +32,8 @@ const (
 // mapping: the SQ at 0, the RQ on the next page boundary after it.
 func ringsOf(t testing.TB, qp *QP) (sq, rq []byte) {
 	t.Helper()
-	sqBytes := abi.RingSize(qp.sq.Entries(), qp.sq.EntrySize())
-	rqOff := (sqBytes + pageSize - 1) &^ (pageSize - 1)
-	sq, rq = qp.mem[:sqBytes], qp.mem[rqOff:rqOff+abi.RingSize(qp.rq.Entries(), qp.rq.EntrySize())]
+	sq = qp.mem[qp.sqOff:][:abi.RingSize(qp.sq.Entries(), qp.sq.EntrySize())]
+	rq = qp.mem[qp.rqOff:][:abi.RingSize(qp.rq.Entries(), qp.rq.EntrySize())]
 	if ne := binary.NativeEndian; ne.Uint32(sq) != abi.RingMagic || ne.Uint16(rq[6:]) != uint16(abi.KindRQ) {
 		t.Fatal("the QP's mapping is not laid out as this test expects")
 	}

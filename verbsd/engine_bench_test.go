@@ -7,6 +7,7 @@ import (
 
 	"github.com/softib/softib/verbsd/abi"
 	"github.com/softib/softib/vhca"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkEngineMessage is the engine's own work for one 8-byte SEND of
@@ -81,8 +82,18 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		e.qpOf[qp], e.cqOf[cq] = r, c
 		sides[i] = x
 	}
-	newRing := func(kind abi.Kind, n, size int) *abi.Ring {
-		r, err := abi.NewRing(make([]byte, abi.RingSize(n, size)), kind, n, size)
+	// The other clients' rings in page-aligned memory, laid out as
+	// createQP lays them out in their memfds.
+	pages := func(n int) []byte {
+		m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { unix.Munmap(m) })
+		return m
+	}
+	newRing := func(m []byte, kind abi.Kind, n, size int) *abi.Ring {
+		r, err := abi.NewRing(m, kind, n, size)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,7 +104,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c := &cqRing{s: s, cq: cq, ring: newRing(abi.KindCQ, 16, abi.CQESize)}
+		c := &cqRing{s: s, cq: cq, ring: newRing(pages(abi.RingSize(16, abi.CQESize)), abi.KindCQ, 16, abi.CQESize)}
 		cq.Ring = c
 		h.cqs, e.cqOf[cq] = append(h.cqs, c), c
 		qp, err := dev.CreateQP(pd, vhca.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
@@ -101,8 +112,11 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 			b.Fatal(err)
 		}
 		r := &qpRings{s: s, qp: qp, cap: cap}
-		r.sq = newRing(abi.KindSQ, 64, abi.SendWQESize(1, 64))
-		r.rq = newRing(abi.KindRQ, 512, abi.RecvWQESize(1))
+		sqBytes, rqBytes := abi.RingSize(64, abi.SendWQESize(1, 64)), abi.RingSize(512, abi.RecvWQESize(1))
+		sqOff, rqOff, total := qpLayout(qp.Num, sqBytes, rqBytes)
+		m := pages(total)
+		r.sq = newRing(m[sqOff:], abi.KindSQ, 64, abi.SendWQESize(1, 64))
+		r.rq = newRing(m[rqOff:], abi.KindRQ, 512, abi.RecvWQESize(1))
 		h.qps = append(h.qps, r)
 		e.qpOf[qp] = r
 	}

@@ -22,6 +22,26 @@ type qpRings struct {
 	cap    vhca.QPCap
 }
 
+// qpLayout places a QP's rings in its shared memory: the send ring of
+// sqBytes at sqOff, the receive ring of rqBytes (0: the QP receives from
+// an SRQ, and rqOff is 0) at rqOff, in total bytes. Each ring starts a
+// few cache lines into its page, as many as the QP's number says, modulo
+// a page's lines. Every round looks at the next entry of every send
+// ring, and an idle ring's next entry sits at the same offset in its
+// page as every other idle ring's: from page-aligned rings, those of
+// many idle QPs all fall in one set of the L1 cache, and evict each
+// other every round.
+func qpLayout(qpn uint32, sqBytes, rqBytes int) (sqOff, rqOff, total int) {
+	colour := int(qpn) % (pageSize / 64) * 64
+	sqOff = colour
+	total = sqOff + sqBytes
+	if rqBytes > 0 {
+		rqOff = (total+pageSize-1)&^(pageSize-1) + colour
+		total = rqOff + rqBytes
+	}
+	return sqOff, rqOff, total
+}
+
 // srqRing is a shared receive queue with its ring.
 type srqRing struct {
 	s      *session

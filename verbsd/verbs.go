@@ -534,12 +534,12 @@ func (s *session) createQP(e *engine, body []byte) reply {
 	}
 	c := init.Cap
 	sqEntries, sqSize := ringEntries(c.MaxSendWR), abi.SendWQESize(c.MaxSendSGE, c.MaxInlineData)
-	sqBytes := (abi.RingSize(sqEntries, sqSize) + pageSize - 1) &^ (pageSize - 1)
-	total, rqEntries, rqSize := sqBytes, 0, 0
+	rqEntries, rqSize, rqBytes := 0, 0, 0
 	if srq == nil {
 		rqEntries, rqSize = ringEntries(c.MaxRecvWR), abi.RecvWQESize(c.MaxRecvSGE)
-		total += abi.RingSize(rqEntries, rqSize)
+		rqBytes = abi.RingSize(rqEntries, rqSize)
 	}
+	sqOff, rqOff, total := qpLayout(qp.Num, abi.RingSize(sqEntries, sqSize), rqBytes)
 	if sqSize > abi.MaxRingEntrySz || rqSize > abi.MaxRingEntrySz {
 		s.h.dev.DestroyQP(qp)
 		return reply{err: refuse(unix.EINVAL, "QP work queue entries too large")}
@@ -550,18 +550,16 @@ func (s *session) createQP(e *engine, body []byte) reply {
 		return reply{err: err}
 	}
 	r := &qpRings{s: s, qp: qp, mem: mem, cap: c}
-	r.sq, _ = abi.NewRing(mem.b, abi.KindSQ, sqEntries, sqSize)
-	var rqOff uint64
+	r.sq, _ = abi.NewRing(mem.b[sqOff:], abi.KindSQ, sqEntries, sqSize)
 	if srq == nil {
-		rqOff = uint64(sqBytes)
-		r.rq, _ = abi.NewRing(mem.b[sqBytes:], abi.KindRQ, rqEntries, rqSize)
+		r.rq, _ = abi.NewRing(mem.b[rqOff:], abi.KindRQ, rqEntries, rqSize)
 	}
 	h := s.handle()
 	r.handle = h
 	s.qps[h] = r
 	s.h.qps = append(s.h.qps, r)
 	e.qpOf[qp] = r
-	return reply{body: abi.CreateQPReply{Handle: h, QPN: qp.Num, Cap: abi.FromCap(&c), SQOffset: 0, RQOffset: rqOff,
+	return reply{body: abi.CreateQPReply{Handle: h, QPN: qp.Num, Cap: abi.FromCap(&c), SQOffset: uint64(sqOff), RQOffset: uint64(rqOff),
 		MapBytes: uint64(len(mem.b))}, fds: []int{fd}}
 }
 
