@@ -224,9 +224,11 @@ func (e *engine) step() bool {
 	for pass := 0; ; pass++ {
 		wrote := false
 		for _, h := range e.hcas {
-			for _, r := range h.qps {
-				if r.sq.Ready() { // inlined: the call costs as much
+			for i := range h.sqWatch {
+				if w := &h.sqWatch[i]; atomic.LoadUint32(w.word) == w.want {
+					r := h.qps[i]
 					work += e.pollSQ(r)
+					w.word, w.want = r.sq.Watch()
 				}
 			}
 			for _, r := range h.srqs {

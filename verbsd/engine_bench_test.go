@@ -78,7 +78,8 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
 		cq.Ring = c
 		x.r, x.c = r, c
-		h.qps, h.cqs = append(h.qps, r), append(h.cqs, c)
+		h.addQP(r)
+		h.cqs = append(h.cqs, c)
 		e.qpOf[qp], e.cqOf[cq] = r, c
 		sides[i] = x
 	}
@@ -117,7 +118,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		m := pages(total)
 		r.sq = newRing(m[sqOff:], abi.KindSQ, 64, abi.SendWQESize(1, 64))
 		r.rq = newRing(m[rqOff:], abi.KindRQ, 512, abi.RecvWQESize(1))
-		h.qps = append(h.qps, r)
+		h.addQP(r)
 		e.qpOf[qp] = r
 	}
 	gid := dev.Ports[0].GIDs[1].GID

@@ -76,8 +76,35 @@ type hca struct {
 	neigh   neighbours     // ARP and ND
 	rocev1  bool
 	cqs     []*cqRing  // every CQ of every client on this device
-	qps     []*qpRings // every QP with its rings
+	qps     []*qpRings // every QP with its rings (addQP, dropQP)
+	sqWatch []sqWatch  // qps[i]'s send ring, as each round looks at it
 	srqs    []*srqRing
+}
+
+// sqWatch is what a round looks at of a QP's send ring (abi.Ring.Watch):
+// the sequence word of its next entry and the value that says it is
+// published. Side by side in an array, every QP costs a round one load,
+// where Ready, through the QP's structures, costs four that depend on
+// each other: with many idle QPs (other clients'), most of a round.
+type sqWatch struct {
+	word *uint32
+	want uint32
+}
+
+// addQP and dropQP keep qps and sqWatch in step.
+func (h *hca) addQP(r *qpRings) {
+	word, want := r.sq.Watch()
+	h.qps, h.sqWatch = append(h.qps, r), append(h.sqWatch, sqWatch{word, want})
+}
+
+func (h *hca) dropQP(r *qpRings) {
+	for i, q := range h.qps {
+		if q == r {
+			h.qps = append(h.qps[:i], h.qps[i+1:]...)
+			h.sqWatch = append(h.sqWatch[:i], h.sqWatch[i+1:]...)
+			return
+		}
+	}
 }
 
 // derivedMAC is a locally administered unicast MAC that stays the same

@@ -168,7 +168,7 @@ func (s *session) dropQP(e *engine, r *qpRings) error {
 		return err
 	}
 	delete(e.qpOf, r.qp)
-	s.h.qps = remove(s.h.qps, r)
+	s.h.dropQP(r)
 	r.mem.Release()
 	return nil
 }

@@ -245,6 +245,13 @@ func (r *Ring) Available(most int) int {
 	return int(n)
 }
 
+// Watch is what Ready looks at: the next entry's sequence word, which
+// must be read with atomic.LoadUint32, and the value that says the entry
+// is published. A consumer that polls many rings can keep these side by
+// side and look at each ring with one load; they change when it
+// consumes.
+func (r *Ring) Watch() (word *uint32, published uint32) { return r.next, r.local + 1 }
+
 // Ready reports whether the next entry is published: Available(1) == 1,
 // in one load and a compare, for a consumer that polls rings that are
 // mostly empty (verbsd polls every SQ every round).
