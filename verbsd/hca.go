@@ -97,11 +97,16 @@ func (h *hca) addQP(r *qpRings) {
 	h.qps, h.sqWatch = append(h.qps, r), append(h.sqWatch, sqWatch{word, want})
 }
 
+// dropQP moves the last QP into r's place, as remove does, and clears
+// the slots left behind: no pointer into a ring about to be unmapped
+// stays in the arrays' storage.
 func (h *hca) dropQP(r *qpRings) {
 	for i, q := range h.qps {
 		if q == r {
-			h.qps = append(h.qps[:i], h.qps[i+1:]...)
-			h.sqWatch = append(h.sqWatch[:i], h.sqWatch[i+1:]...)
+			last := len(h.qps) - 1
+			h.qps[i], h.sqWatch[i] = h.qps[last], h.sqWatch[last]
+			h.qps[last], h.sqWatch[last] = nil, sqWatch{}
+			h.qps, h.sqWatch = h.qps[:last], h.sqWatch[:last]
 			return
 		}
 	}
