@@ -101,7 +101,8 @@ func (r *qpRings) wake() {
 	}
 }
 
-// pollSQ moves the send WQEs the client published into the QP.
+// pollSQ moves the send WQEs the client published into the QP, and
+// carries at once a request whose turn on the device would be the next.
 func (e *engine) pollSQ(r *qpRings) int {
 	if !r.sq.Ready() {
 		return 0 // most rounds, for most QPs
@@ -124,6 +125,17 @@ func (e *engine) pollSQ(r *qpRings) int {
 	}
 	if done > 0 {
 		r.sq.Consume(done)
+		// The requests go at once if their turns are the next, rather
+		// than wait for the round's transmit, and what they completed
+		// is published, as transmit does after each. Not before
+		// Consume: a client that sees its send completed may post
+		// into the entry at once.
+		k := 0
+		for ; k < done && dev.SendNow(e.now, r.qp); k++ {
+		}
+		if k > 0 {
+			e.publishCQs(r.s.h)
+		}
 	}
 	return done
 }

@@ -157,3 +157,28 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 	d.queueACK(t, psn, own)
 	return true
 }
+
+// SendNow takes qp's turn on the transmit ring at once, when qp is the
+// only QP there (its turn is the next Transmit would take) and the turn
+// goes without a frame: requestOwn carries its next request, and its
+// ACK too when Completed is set (the responder's turn being the next
+// after it). It reports whether it did; else qp keeps its place.
+//
+// The owner calls it as it posts a client's send, once the client's ring
+// is done with the WQE: the request then does not wait for the rest of
+// the owner's round to reach Transmit. What it does is the turn's own,
+// so what can be seen is what Transmit would make.
+func (d *Device) SendNow(now Time, qp *QP) bool {
+	if d.ready.n != 1 || d.ready.buf[d.ready.head] != qp || len(qp.resp.queue) != 0 || qp.rate.kbps != 0 {
+		// Another QP's turn is first, or qp's turn starts with a
+		// response, or waits on its rate limit (Transmit's order).
+		return false
+	}
+	d.ready.pop()
+	qp.ready = false
+	if d.requestOwn(now, qp) {
+		return true
+	}
+	d.schedule(qp)
+	return false
+}

@@ -332,3 +332,75 @@ func TestAckOwnAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSendNow: SendNow takes a QP's turn when it is the only QP on the
+// transmit ring: the request and its ACK go at once, both completions
+// out and nothing left for Transmit. With another QP on the ring first,
+// or a request that needs a frame, the QP keeps its place and Transmit
+// does the rest, as it would have.
+func TestSendNow(t *testing.T) {
+	cases := []struct {
+		name  string
+		busy  bool // another QP is on the ring first
+		big   bool // a request of two packets: it needs frames
+		taken bool // SendNow takes the turn
+	}{
+		{name: "alone", taken: true},
+		{name: "behind another QP", busy: true},
+		{name: "needs a frame", big: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := inProcessDevice(t, 1)
+			d.LoopsOwn = true
+			completed := 0
+			d.Completed = func() { completed++ }
+			x, y, z := newEndpoint(t, d, QPTypeRC, 8192, 1), newEndpoint(t, d, QPTypeRC, 8192, 1), newEndpoint(t, d, QPTypeRC, 8192, 1)
+			gid := d.Ports[0].GIDs[0].GID
+			path(t, x, y.qp.Num, gid, true, 7)
+			path(t, y, x.qp.Num, gid, true, 7)
+			path(t, z, x.qp.Num, gid, true, 7)
+			loopOwn(t, d, 1, true, 10) // the ring's turns since RTS
+			if _, err := d.PostRecv(y.qp, []RecvWR{{WRID: 7, SGL: []SGE{{Addr: 0x10000, Length: 4096, LKey: y.mr.Key}}}}); err != nil {
+				t.Fatal(err)
+			}
+			if c.busy {
+				d.schedule(z.qp)
+			}
+			wr := SendWR{WRID: 8, Opcode: WRSend, Flags: SendSignaled | SendInline, InlineData: []byte("ping")}
+			if c.big {
+				wr = SendWR{WRID: 8, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x10000, Length: 2000, LKey: x.mr.Key}}}
+			}
+			if _, err := d.PostSend(x.qp, []SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.SendNow(1, x.qp); got != c.taken {
+				t.Fatalf("SendNow = %v, want %v", got, c.taken)
+			}
+			if c.taken {
+				if x.scq.Len() != 1 || y.rcq.Len() != 1 || completed != 1 || d.Ready() {
+					t.Fatalf("after SendNow: %d send and %d receive completions, Completed %d times, Ready %v; want 1, 1, 1, false",
+						x.scq.Len(), y.rcq.Len(), completed, d.Ready())
+				}
+			} else if x.scq.Len() != 0 || y.rcq.Len() != 0 || !x.qp.ready {
+				t.Fatalf("SendNow took nothing, yet %d send and %d receive completions, x on the ring %v",
+					x.scq.Len(), y.rcq.Len(), x.qp.ready)
+			}
+			loopOwn(t, d, 1, true, 20)
+			if x.scq.Len() != 1 || y.rcq.Len() != 1 {
+				t.Fatalf("in the end %d send and %d receive completions, want 1 and 1", x.scq.Len(), y.rcq.Len())
+			}
+			wcs := x.poll(y.rcq)
+			if wcs[0].Status != WCSuccess || wcs[0].ByteLen != uint32(wrLen(&wr)) {
+				t.Errorf("receive completion %+v", wcs[0])
+			}
+		})
+	}
+}
+
+func wrLen(wr *SendWR) int {
+	if wr.Flags&SendInline != 0 {
+		return len(wr.InlineData)
+	}
+	return int(wr.SGL[0].Length)
+}
