@@ -290,6 +290,21 @@ func loopOwn(t testing.TB, d *Device, now Time, own bool, most int) (frames, dir
 	}
 }
 
+// ownTrio is a device with LoopsOwn and three RC QPs of memBytes each,
+// ready to send: x and y connected to each other, z to x. Their turns
+// since RTS are taken: the transmit ring is empty.
+func ownTrio(t *testing.T, memBytes int) (d *Device, x, y, z *endpoint) {
+	d = inProcessDevice(t, 1)
+	d.LoopsOwn = true
+	x, y, z = newEndpoint(t, d, QPTypeRC, memBytes, 1), newEndpoint(t, d, QPTypeRC, memBytes, 1), newEndpoint(t, d, QPTypeRC, memBytes, 1)
+	gid := d.Ports[0].GIDs[0].GID
+	path(t, x, y.qp.Num, gid, true, 7)
+	path(t, y, x.qp.Num, gid, true, 7)
+	path(t, z, x.qp.Num, gid, true, 7)
+	loopOwn(t, d, 1, true, 10)
+	return d, x, y, z
+}
+
 // TestAckOwnAtOnce: with Completed set and no QP on the transmit ring,
 // the request's ACK is taken in the same Transmit that carried it: the
 // sender's completion is there when it returns, published after the
@@ -297,15 +312,8 @@ func loopOwn(t testing.TB, d *Device, now Time, own bool, most int) (frames, dir
 // ring, the ACK waits for its turn.
 func TestAckOwnAtOnce(t *testing.T) {
 	for _, busy := range []bool{false, true} {
-		d := inProcessDevice(t, 1)
-		d.LoopsOwn = true
-		x, y, z := newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1), newEndpoint(t, d, QPTypeRC, 4096, 1)
-		gid := d.Ports[0].GIDs[0].GID
-		path(t, x, y.qp.Num, gid, true, 7)
-		path(t, y, x.qp.Num, gid, true, 7)
-		path(t, z, x.qp.Num, gid, true, 7)
-		loopOwn(t, d, 1, true, 10) // the ring's turns since RTS
-		var atCompleted [2]int     // receive and send completions when Completed ran
+		d, x, y, z := ownTrio(t, 4096)
+		var atCompleted [2]int // receive and send completions when Completed ran
 		d.Completed = func() { atCompleted = [2]int{y.rcq.Len(), x.scq.Len()} }
 		if _, err := d.PostRecv(y.qp, []RecvWR{{WRID: 7, SGL: []SGE{{Addr: 0x10000, Length: 64, LKey: y.mr.Key}}}}); err != nil {
 			t.Fatal(err)
@@ -351,16 +359,9 @@ func TestSendNow(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := inProcessDevice(t, 1)
-			d.LoopsOwn = true
+			d, x, y, z := ownTrio(t, 8192)
 			completed := 0
 			d.Completed = func() { completed++ }
-			x, y, z := newEndpoint(t, d, QPTypeRC, 8192, 1), newEndpoint(t, d, QPTypeRC, 8192, 1), newEndpoint(t, d, QPTypeRC, 8192, 1)
-			gid := d.Ports[0].GIDs[0].GID
-			path(t, x, y.qp.Num, gid, true, 7)
-			path(t, y, x.qp.Num, gid, true, 7)
-			path(t, z, x.qp.Num, gid, true, 7)
-			loopOwn(t, d, 1, true, 10) // the ring's turns since RTS
 			if _, err := d.PostRecv(y.qp, []RecvWR{{WRID: 7, SGL: []SGE{{Addr: 0x10000, Length: 4096, LKey: y.mr.Key}}}}); err != nil {
 				t.Fatal(err)
 			}
