@@ -87,6 +87,10 @@ type CQ struct {
 	ch         *CompChannel
 	mu         sync.Mutex
 	eventsSeen uint32
+	// The QPs whose send CQ this is, by number, and the one the last
+	// send completion was of (sendCompleted).
+	sendQPs  map[uint32]*QP
+	lastSend *QP
 }
 
 // CreateCQ makes a CQ of at least cqe entries, its events on ch (nil:
@@ -178,11 +182,51 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	n := cq.ring.Available(len(wc))
 	for i := range n {
 		abi.CQE(cq.ring.Peek(i)).WC(&wc[i])
+		if wc[i].Opcode&vhca.WCRecv == 0 {
+			cq.sendCompleted(wc[i].QPNum)
+		}
 	}
 	if n > 0 {
 		cq.ring.Consume(n)
 	}
 	return n, nil
+}
+
+// sendCompleted counts a send completion of QP qpn. verbsd consumes a
+// send WQE's SQ entry before it writes a completion of it (abi: send
+// completions count consumed entries), so the QP's next PostSend knows
+// that room is there without loading the SQ's consumer index: a trip
+// between cores at every post of a program that posts as soon as its
+// send completes. A completion of a QP destroyed is of no QP here.
+func (cq *CQ) sendCompleted(qpn uint32) {
+	qp := cq.lastSend
+	if qp == nil || qp.Num != qpn {
+		if qp = cq.sendQPs[qpn]; qp == nil {
+			return
+		}
+		cq.lastSend = qp
+	}
+	// Every writer holds cq.mu: no read-modify-write needs a lock.
+	qp.sendsDone.Store(qp.sendsDone.Load() + 1)
+}
+
+// addSendQP and dropSendQP keep the QPs whose send CQ this is.
+func (cq *CQ) addSendQP(qp *QP) {
+	cq.mu.Lock()
+	if cq.sendQPs == nil {
+		cq.sendQPs = map[uint32]*QP{}
+	}
+	cq.sendQPs[qp.Num] = qp
+	cq.mu.Unlock()
+}
+
+func (cq *CQ) dropSendQP(qp *QP) {
+	cq.mu.Lock()
+	delete(cq.sendQPs, qp.Num)
+	if cq.lastSend == qp {
+		cq.lastSend = nil
+	}
+	cq.mu.Unlock()
 }
 
 // ReqNotify arms the CQ (ibv_req_notify_cq): the next completion (with

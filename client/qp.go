@@ -68,9 +68,13 @@ type QP struct {
 
 	sqMu sync.Mutex
 	sq   *abi.Ring
-	rqMu sync.Mutex
-	rq   *abi.Ring
-	srq  *SRQ
+	scq  *CQ
+	// The send completions of this QP polled from scq: as many SQ
+	// entries are consumed at least (CQ.sendCompleted).
+	sendsDone atomic.Uint32
+	rqMu      sync.Mutex
+	rq        *abi.Ring
+	srq       *SRQ
 }
 
 // CreateQP makes a QP.
@@ -91,11 +95,12 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	qp := &QP{ctx: pd.ctx, pd: pd, handle: r.Handle, Num: r.QPN, Type: a.Type, Cap: r.Cap.VHCA(), srq: a.SRQ}
+	qp := &QP{ctx: pd.ctx, pd: pd, handle: r.Handle, Num: r.QPN, Type: a.Type, Cap: r.Cap.VHCA(), srq: a.SRQ, scq: a.SendCQ}
 	if err := qp.attach(fds, &r); err != nil {
 		pd.ctx.call(abi.OpDestroyQP, abi.Handle{Handle: r.Handle}, nil)
 		return nil, err
 	}
+	a.SendCQ.addSendQP(qp)
 	pd.ctx.objMu.Lock()
 	pd.ctx.qps[qp.handle] = qp
 	pd.ctx.objMu.Unlock()
@@ -189,6 +194,7 @@ func (qp *QP) Destroy() error {
 	qp.ctx.objMu.Lock()
 	delete(qp.ctx.qps, qp.handle)
 	qp.ctx.objMu.Unlock()
+	qp.scq.dropSendQP(qp)
 	qp.sqMu.Lock()
 	qp.rqMu.Lock()
 	qp.unmap()
@@ -213,6 +219,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	case vhca.QPStateReset, vhca.QPStateInit, vhca.QPStateRTR:
 		return 0, invalid("PostSend", "QP in state %s (RTS needed)", qp.State())
 	}
+	qp.sq.Consumed(qp.sendsDone.Load())
 	free, err := qp.sq.Free(len(wrs))
 	if err != nil {
 		return 0, ErrRingCorrupt

@@ -1,9 +1,7 @@
 package verbsd
 
 import (
-	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/softib/softib/verbsd/abi"
 	"github.com/softib/softib/vhca"
@@ -29,60 +27,9 @@ func BenchmarkEngineMessageOthers(b *testing.B) { benchmarkEngine(b, false, 64) 
 func BenchmarkEngineIdleRound(b *testing.B) { benchmarkEngine(b, true, 0) }
 
 func benchmarkEngine(b *testing.B, idle bool, others int) {
-	h, err := newHCA(DeviceConfig{Name: "bench0", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := newEngine([]*hca{h}, time.Millisecond)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := &session{h: h}
-	dev := h.dev
-	pd, _ := dev.AllocPD()
-	mem := make([]byte, 1<<16)
-	mr, err := dev.RegMR(pd, vhca.SliceMemory(mem), 0x10000, vhca.AccessLocalWrite)
-	if err != nil {
-		b.Fatal(err)
-	}
 	cap := vhca.QPCap{MaxSendWR: 64, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
-	type side struct {
-		r          *qpRings
-		c          *cqRing
-		sq, rq, cq *abi.Ring // the client's ends
-	}
-	var sides [2]side
-	for i := range sides {
-		cq, _ := dev.CreateCQ(256)
-		qp, err := dev.CreateQP(pd, vhca.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ring := func(kind abi.Kind, n, size int) (*abi.Ring, *abi.Ring) {
-			m := make([]byte, abi.RingSize(n, size))
-			own, err := abi.NewRing(m, kind, n, size)
-			if err != nil {
-				b.Fatal(err)
-			}
-			peer, err := abi.OpenRing(m, kind)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return own, peer
-		}
-		r := &qpRings{s: s, qp: qp, cap: cap}
-		var x side
-		r.sq, x.sq = ring(abi.KindSQ, 64, abi.SendWQESize(1, 64))
-		r.rq, x.rq = ring(abi.KindRQ, 512, abi.RecvWQESize(1))
-		c := &cqRing{s: s, cq: cq}
-		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
-		cq.Ring = c
-		x.r, x.c = r, c
-		h.addQP(r)
-		h.cqs = append(h.cqs, c)
-		e.qpOf[qp], e.cqOf[cq] = r, c
-		sides[i] = x
-	}
+	e, h, mr, sides := newEnginePair(b, cap)
+	s, dev, pd := sides[0].r.s, h.dev, sides[0].r.qp.PD
 	// The other clients' rings in page-aligned memory, laid out as
 	// createQP lays them out in their memfds.
 	pages := func(n int) []byte {
@@ -121,28 +68,8 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		h.addQP(r)
 		e.qpOf[qp] = r
 	}
-	gid := dev.Ports[0].GIDs[1].GID
-	for i, x := range sides {
-		qp, peer := x.r.qp, sides[1-i].r.qp
-		steps := []struct {
-			a    vhca.QPAttr
-			mask vhca.QPAttrMask
-		}{
-			{vhca.QPAttr{State: vhca.QPStateInit, Port: 1}, vhca.QPAttrState | vhca.QPAttrPort | vhca.QPAttrPKeyIndex | vhca.QPAttrAccessFlags},
-			{vhca.QPAttr{State: vhca.QPStateRTR, PathMTU: vhca.MTU1024, DestQPN: peer.Num, MaxDestRdAtomic: 1, MinRNRTimer: 12,
-				AV: vhca.AV{Port: 1, IsGlobal: true, DMAC: h.mac, GRH: vhca.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
-				vhca.QPAttrState | vhca.QPAttrAV | vhca.QPAttrPathMTU | vhca.QPAttrDestQPN | vhca.QPAttrRQPSN | vhca.QPAttrMaxDestRdAtomic | vhca.QPAttrMinRNRTimer},
-			{vhca.QPAttr{State: vhca.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-				vhca.QPAttrState | vhca.QPAttrSQPSN | vhca.QPAttrTimeout | vhca.QPAttrRetryCnt | vhca.QPAttrRNRRetry | vhca.QPAttrMaxQPRdAtomic},
-		}
-		for _, st := range steps {
-			if err := dev.ModifyQP(qp, &st.a, st.mask); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 	// Receives enough for the run, as perf's rx-depth.
-	postRecv := func(x side) {
+	postRecv := func(x engineSide) {
 		w := abi.RecvWQE(x.rq.Slot(0))
 		w.SetWRID(7)
 		w.SetNumSGE(1)
@@ -155,7 +82,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		}
 	}
 	payload := []byte("8 bytes!")
-	post := func(x side) {
+	post := func(x engineSide) {
 		w := abi.SendWQE(x.sq.Slot(0))
 		w.SetWRID(1)
 		w.SetOpcode(uint8(vhca.WRSend))
@@ -165,7 +92,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		x.sq.Publish(1)
 	}
 	// take consumes the next completion of a side's CQ ring.
-	take := func(x side, recv bool) {
+	take := func(x engineSide, recv bool) {
 		if x.cq.Available(1) != 1 {
 			b.Fatal("no completion")
 		}

@@ -109,22 +109,37 @@ func (e *engine) pollSQ(r *qpRings) int {
 	}
 	n := r.sq.Available(r.sq.Entries())
 	dev := r.s.h.dev
-	done := 0
+	done, consumed := 0, 0
 	for ; done < n; done++ {
 		wr := &e.wr[0]
-		if !e.decodeSend(r, abi.SendWQE(r.sq.Peek(done)), wr) {
-			dev.RefuseSend(r.qp, wr.WRID, wr.Opcode)
-			continue
-		}
-		if _, err := dev.PostSend(r.qp, e.wr[:]); err != nil {
+		ok := e.decodeSend(r, abi.SendWQE(r.sq.Peek(done)), wr)
+		if st := r.qp.State(); ok && st != vhca.QPStateError && st != vhca.QPStateSQE {
+			_, err := dev.PostSend(r.qp, e.wr[:])
+			if err == nil {
+				continue
+			}
 			if err == vhca.ErrQueueFull {
 				break // the QP's send queue is full: the rest waits in the ring
 			}
+			ok = false
+		}
+		// A completion comes at once, an error or a flush: the entries
+		// up to this one are consumed first, as before any completion
+		// of theirs (abi: send completions count consumed entries).
+		r.sq.Consume(done + 1 - consumed)
+		consumed = done + 1
+		if ok {
+			_, err := dev.PostSend(r.qp, e.wr[:]) // flushed, the QP being in error
+			ok = err == nil
+		}
+		if !ok {
 			dev.RefuseSend(r.qp, wr.WRID, wr.Opcode)
 		}
 	}
 	if done > 0 {
-		r.sq.Consume(done)
+		if done > consumed {
+			r.sq.Consume(done - consumed)
+		}
 		// The requests go at once if their turns are the next, rather
 		// than wait for the round's transmit, and what they completed
 		// is published, as transmit does after each. Not before

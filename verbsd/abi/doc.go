@@ -208,6 +208,16 @@
 // a CQ's consumer index again only when that room runs short, so a
 // corrupt one is noticed then).
 //
+// Send completions count consumed SQ entries: verbsd stores an SQ's
+// consumer index past an entry before it writes any completion of that
+// entry's work request into a CQ ring (a success, an error, a flush), and
+// every send completion is of one entry. So a client that has polled n
+// send completions of a QP knows that at least its first n SQ entries
+// are consumed, and need not load the consumer index for that room.
+// A program that posts again as soon as it sees its send complete, with
+// a one-entry SQ (perftest's latency tests), would otherwise load it at
+// every post: a trip between cores, on the message's path.
+//
 // Consuming: load the sequence word of the entry at the consumer's index
 // with acquire ordering; while it is published, copy the entry out of
 // shared memory before looking at it (the other side may still write to

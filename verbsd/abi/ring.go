@@ -193,6 +193,20 @@ func (r *Ring) Free(want int) (int, error) {
 	return int(r.entries - used), nil
 }
 
+// Consumed tells the producer that the consumer has consumed at least
+// the first n entries ever published, as it learned otherwise than from
+// the consumer index: a client, from the send completions it polled
+// (verbsd consumes a send WQE's entry before any completion of it is
+// written; see the package documentation). Free then counts that room
+// without loading the index, whose cache line the consumer writes at
+// every message. A count behind the last reading, or beyond what was
+// published, tells nothing and is ignored.
+func (r *Ring) Consumed(n uint32) {
+	if int32(n-r.seenCons) > 0 && int32(r.local-n) >= 0 {
+		r.seenCons = n
+	}
+}
+
 // Unconsumed is how many published entries the consumer has not yet
 // consumed, as far as the producer can tell.
 func (r *Ring) Unconsumed() int {

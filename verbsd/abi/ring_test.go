@@ -232,6 +232,49 @@ func TestRingFreeReadsConsumerWhenShort(t *testing.T) {
 	}
 }
 
+// TestRingConsumed: a count of consumed entries learned otherwise lets
+// Free answer without reading the consumer index; a count behind the
+// last reading or beyond what was published changes nothing.
+func TestRingConsumed(t *testing.T) {
+	prod, cons := sharedRing(t, KindSQ, 2, SendWQESize(1, 0))
+	publish := func() {
+		if n, err := prod.Free(1); err != nil || n < 1 {
+			t.Fatalf("free %d, %v; want room for one", n, err)
+		}
+		prod.Publish(1)
+	}
+	publish()
+	publish()
+	if n := cons.Available(2); n != 2 {
+		t.Fatalf("available %d; want 2", n)
+	}
+	cons.Consume(2)
+	// The index says 2 consumed; a stale index, as if Free read it
+	// before the consumer's store, would say 0 and the ring full.
+	ne := binary.NativeEndian
+	idx := prod.mem[offConsumer:]
+	ne.PutUint32(idx, 0)
+	if n, err := prod.Free(1); err != nil || n != 0 {
+		t.Fatalf("free %d, %v; want 0 from the stale index", n, err)
+	}
+	prod.Consumed(3) // beyond the 2 published: ignored
+	if n, _ := prod.Free(1); n != 0 {
+		t.Fatalf("free %d after a count beyond what was published; want 0", n)
+	}
+	prod.Consumed(1)
+	if n, err := prod.Free(1); err != nil || n != 1 {
+		t.Fatalf("free %d, %v after 1 consumed; want 1 without reading the index", n, err)
+	}
+	prod.Consumed(0) // behind: ignored
+	if n, _ := prod.Free(1); n != 1 {
+		t.Fatalf("free %d after a count behind; want 1", n)
+	}
+	prod.Consumed(2)
+	if n, _ := prod.Free(2); n != 2 {
+		t.Fatalf("free %d after 2 consumed; want 2", n)
+	}
+}
+
 // FuzzRingIndices: whatever the other side writes into the indices and
 // the sequence words, the ring never panics, takes exactly the entries
 // stamped in a row from its own index, never more than it holds or is
