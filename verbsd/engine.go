@@ -224,11 +224,23 @@ func (e *engine) step() bool {
 	for pass := 0; ; pass++ {
 		wrote := false
 		for _, h := range e.hcas {
-			for i := range h.sqWatch {
+			for i := range h.sqWatch[:h.hot] {
 				if w := &h.sqWatch[i]; atomic.LoadUint32(w.word) == w.want {
 					r := h.qps[i]
 					work += e.pollSQ(r)
 					w.word, w.want = r.sq.Watch()
+					w.seen = e.rounds
+				}
+			}
+			if pass == 0 && e.rounds%coldEvery == 0 {
+				for i := h.hot; i < len(h.sqWatch); i++ {
+					if w := &h.sqWatch[i]; atomic.LoadUint32(w.word) == w.want {
+						r := h.qps[i]
+						work += e.pollSQ(r)
+						w.word, w.want = r.sq.Watch()
+						w.seen = e.rounds
+						h.warm(i)
+					}
 				}
 			}
 			for _, r := range h.srqs {
@@ -302,6 +314,12 @@ func (e *engine) step() bool {
 	// unseen (sleep).
 	for _, h := range e.hcas {
 		if look {
+			for i := 0; i < h.hot; i++ {
+				if e.rounds-h.sqWatch[i].seen > coldAfter {
+					h.cool(i)
+					i-- // the QP moved into i is looked at next
+				}
+			}
 			h.dev.TakeCompleted() // every CQ is looked at
 			for _, c := range h.cqs {
 				work += e.fillCQ(c)

@@ -18,8 +18,9 @@ import (
 func BenchmarkEngineMessage(b *testing.B) { benchmarkEngine(b, false, 0) }
 
 // BenchmarkEngineMessageOthers is the same beside 64 idle QPs of other
-// clients, each with its CQ: what a message costs more than alone is
-// what every round spends on each QP and CQ of the device.
+// clients, each with its CQ, idle long enough to be cold (coldAfter):
+// what a message costs more than alone is what the rounds spend on each
+// QP and CQ of the device.
 func BenchmarkEngineMessageOthers(b *testing.B) { benchmarkEngine(b, false, 64) }
 
 // BenchmarkEngineIdleRound is one round of the same engine with nothing
@@ -65,7 +66,7 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		m := pages(total)
 		r.sq = newRing(m[sqOff:], abi.KindSQ, 64, abi.SendWQESize(1, 64))
 		r.rq = newRing(m[rqOff:], abi.KindRQ, 512, abi.RecvWQESize(1))
-		h.addQP(r)
+		h.addQP(r, e.rounds)
 		e.qpOf[qp] = r
 	}
 	// Receives enough for the run, as perf's rx-depth.
@@ -105,12 +106,21 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 	round := func(i int) {
 		from, to := sides[i&1], sides[1-i&1]
 		post(from)
-		if !e.step() {
-			b.Fatal("no work")
+		// A cold QP's WQE (the first after the others' idle rounds)
+		// waits for a round that looks at the cold rings.
+		for n := 0; !e.step(); n++ {
+			if n == coldEvery {
+				b.Fatal("no work")
+			}
 		}
 		take(to, true)
 		take(from, false)
 		postRecv(to)
+	}
+	if others > 0 {
+		for range coldAfter + lookEvery {
+			e.step() // the others go cold, idle
+		}
 	}
 	for i := range 600 {
 		round(i) // warm up: and past the first turns

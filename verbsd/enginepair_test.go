@@ -62,7 +62,7 @@ func newEnginePair(tb testing.TB, cap vhca.QPCap) (e *engine, h *hca, mr *vhca.M
 		c.ring, x.cq = ring(abi.KindCQ, 256, abi.CQESize)
 		cq.Ring = c
 		x.r, x.c = r, c
-		h.addQP(r)
+		h.addQP(r, e.rounds)
 		h.cqs = append(h.cqs, c)
 		e.qpOf[qp], e.cqOf[cq] = r, c
 	}

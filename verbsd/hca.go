@@ -78,6 +78,7 @@ type hca struct {
 	cqs     []*cqRing  // every CQ of every client on this device
 	qps     []*qpRings // every QP with its rings (addQP, dropQP)
 	sqWatch []sqWatch  // qps[i]'s send ring, as each round looks at it
+	hot     int        // qps[:hot] are looked at every round, the rest every coldEvery
 	srqs    []*srqRing
 }
 
@@ -89,27 +90,64 @@ type hca struct {
 type sqWatch struct {
 	word *uint32
 	want uint32
+	seen uint32 // the engine's round when the ring last had work (wrapping)
 }
 
-// addQP and dropQP keep qps and sqWatch in step.
-func (h *hca) addQP(r *qpRings) {
+// A send ring idle for coldAfter rounds (a few milliseconds) is looked at
+// only every coldEvery rounds, until it has work again: the QPs of other
+// clients, idle, then cost a message an eighth of what they did, and
+// the first message after such a wait waits a few rounds more (a round
+// with nothing to do is some 25 ns).
+const (
+	coldAfter = 1 << 16
+	coldEvery = 8
+)
+
+// addQP and dropQP keep qps and sqWatch in step. A new QP is hot: its
+// rounds count from now.
+func (h *hca) addQP(r *qpRings, now uint32) {
 	word, want := r.sq.Watch()
-	h.qps, h.sqWatch = append(h.qps, r), append(h.sqWatch, sqWatch{word, want})
+	h.qps, h.sqWatch = append(h.qps, r), append(h.sqWatch, sqWatch{word, want, now})
+	h.swapQPs(h.hot, len(h.qps)-1)
+	h.hot++
 }
 
-// dropQP moves the last QP into r's place, as remove does, and clears
-// the slots left behind: no pointer into a ring about to be unmapped
-// stays in the arrays' storage.
+// dropQP moves the QP last among the hot ones into r's place if r is
+// hot, and the last QP into the place left, and clears the slots left
+// behind: no pointer into a ring about to be unmapped stays in the
+// arrays' storage.
 func (h *hca) dropQP(r *qpRings) {
 	for i, q := range h.qps {
 		if q == r {
+			if i < h.hot {
+				h.hot--
+				h.swapQPs(i, h.hot)
+				i = h.hot
+			}
 			last := len(h.qps) - 1
-			h.qps[i], h.sqWatch[i] = h.qps[last], h.sqWatch[last]
+			h.swapQPs(i, last)
 			h.qps[last], h.sqWatch[last] = nil, sqWatch{}
 			h.qps, h.sqWatch = h.qps[:last], h.sqWatch[:last]
 			return
 		}
 	}
+}
+
+func (h *hca) swapQPs(i, j int) {
+	h.qps[i], h.qps[j] = h.qps[j], h.qps[i]
+	h.sqWatch[i], h.sqWatch[j] = h.sqWatch[j], h.sqWatch[i]
+}
+
+// warm makes the cold QP at i hot; cool makes the hot QP at i cold. Each
+// moves the QP at the edge between the two into i.
+func (h *hca) warm(i int) {
+	h.swapQPs(i, h.hot)
+	h.hot++
+}
+
+func (h *hca) cool(i int) {
+	h.hot--
+	h.swapQPs(i, h.hot)
 }
 
 // derivedMAC is a locally administered unicast MAC that stays the same

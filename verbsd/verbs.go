@@ -557,7 +557,7 @@ func (s *session) createQP(e *engine, body []byte) reply {
 	h := s.handle()
 	r.handle = h
 	s.qps[h] = r
-	s.h.addQP(r)
+	s.h.addQP(r, e.rounds)
 	e.qpOf[qp] = r
 	return reply{body: abi.CreateQPReply{Handle: h, QPN: qp.Num, Cap: abi.FromCap(&c), SQOffset: uint64(sqOff), RQOffset: uint64(rqOff),
 		MapBytes: uint64(len(mem.b))}, fds: []int{fd}}
