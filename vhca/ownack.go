@@ -18,9 +18,10 @@ import "github.com/softib/softib/vhca/wire"
 // turn, as the frame would be built, and not at once: the
 // completions of the request go out first, as they do when the ACK is a
 // frame, and the receiver, who waits for its completion, is not made to
-// wait for the sender's too. NAKs, READ responses and atomic ACKs keep
-// their frames, and so does every ACK of a request that did not come
-// back by ReceiveOwn.
+// wait for the sender's too. NAKs keep their frames, and so do READ
+// responses and atomic ACKs (unless their requests go without frames,
+// which takes them with the request: rdAtomicOwn) and every ACK of a
+// request that did not come back by ReceiveOwn.
 
 // ownDelivery describes the ReceiveOwn in progress.
 type ownDelivery struct {

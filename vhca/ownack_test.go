@@ -155,7 +155,7 @@ func TestAckOwnToItself(t *testing.T) {
 func path(t *testing.T, e *endpoint, dqpn uint32, dgid wire.GID, rts bool, retryCnt uint8) {
 	t.Helper()
 	d := e.d
-	init := QPAttr{State: QPStateInit, Port: 1, AccessFlags: AccessRemoteWrite | AccessRemoteRead}
+	init := QPAttr{State: QPStateInit, Port: 1, AccessFlags: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic}
 	if err := d.ModifyQP(e.qp, &init, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}

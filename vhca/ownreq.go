@@ -1,6 +1,10 @@
 package vhca
 
-import "github.com/softib/softib/vhca/wire"
+import (
+	"encoding/binary"
+
+	"github.com/softib/softib/vhca/wire"
+)
 
 // A request between two QPs of one device goes without a frame when the
 // link turns around every frame to the port's own address (LoopsOwn:
@@ -10,7 +14,8 @@ import "github.com/softib/softib/vhca/wire"
 //
 // requestOwn takes the common case only: an RC SEND or RDMA WRITE, with
 // or without immediate data, of one packet, to a QP of this device that
-// takes it in sequence. It first checks, without changing anything, that
+// takes it in sequence (and an RDMA READ of one response packet or an
+// atomic, when its response's turn would come next: rdAtomicOwn). It first checks, without changing anything, that
 // the frame would have been built and accepted and its payload placed;
 // then it does what the frame would have done: the transmit and receive
 // counters (Transmit, accept), the responder's work (onRequest,
@@ -35,6 +40,9 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 	}
 	w := qp.sqe(qp.sqNext)
 	op := w.wr.Opcode
+	if isRdAtomic(op) {
+		return d.rdAtomicOwn(now, qp, w)
+	}
 	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
 	imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
 	if op != WRSend && op != WRSendWithImm && !write || w.npsn != 0 || w.length > uint32(qp.mtu) ||
@@ -43,11 +51,8 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		// fenced behind a READ or atomic (it waits, as a frame).
 		return false
 	}
-	// The receive path's checks (accept, deliver, onRequest).
-	t := d.lookupQP(h.DestQP)
-	if t == nil || t.port != pt || t.Type != QPTypeRC || !ownPathMatches(t, h) ||
-		!pkeyMatch(h.PKey, pt.PKeys[t.attr.PKeyIndex]) || t.resp.dying ||
-		t.state != QPStateRTR && t.state != QPStateRTS && t.state != QPStateSQD && t.state != QPStateSQE {
+	t := d.ownResponder(qp)
+	if t == nil {
 		return false
 	}
 	tr := &t.resp
@@ -155,6 +160,141 @@ func (d *Device) requestOwn(now Time, qp *QP) bool {
 		return true
 	}
 	d.queueACK(t, psn, own)
+	return true
+}
+
+// ownResponder is the QP of this device that takes qp's requests, if
+// the receive path would deliver them to it (accept, deliver, onRequest's
+// checks), or nil.
+func (d *Device) ownResponder(qp *QP) *QP {
+	h, pt := &qp.hdr, qp.port
+	t := d.lookupQP(h.DestQP)
+	if t == nil || t.port != pt || t.Type != QPTypeRC || !ownPathMatches(t, h) ||
+		!pkeyMatch(h.PKey, pt.PKeys[t.attr.PKeyIndex]) || t.resp.dying ||
+		t.state != QPStateRTR && t.state != QPStateRTS && t.state != QPStateSQD && t.state != QPStateSQE {
+		return nil
+	}
+	return t
+}
+
+// rdAtomicOwn is requestOwn for an RDMA READ of one response packet or
+// an atomic, when its response would be taken next as well: no other QP
+// waits for a turn, qp has nothing in flight and nothing after it to send
+// (its next turn would send nothing), and the responder has no response
+// queued. Then the request, its execution (execute), the response
+// (nextResponse: a READ's payload read from the responder's memory at
+// that moment, an atomic's original value) and its handling
+// (onReadResponse, onResponse's atomic ACK) are one step, without
+// frames. A response that would not come back to qp as the request came
+// to its responder, and any check that fails, leave it to its frames;
+// an atomic is executed only once every check has passed, its
+// requester's SGL included.
+func (d *Device) rdAtomicOwn(now Time, qp *QP, w *sendWQE) bool {
+	r, h, pt := &qp.req, &qp.hdr, qp.port
+	op, n := w.wr.Opcode, w.length
+	read := op == WRRDMARead
+	if d.ready.n != 0 || w.npsn != 0 || qp.sqNext+1 != qp.sqTail || qp.sqHead != qp.sqNext ||
+		r.unacked != r.psn || r.rdOut >= int(qp.attr.MaxRdAtomic) || w.wr.Flags&SendFence != 0 && r.rdOut > 0 ||
+		read && n > uint32(qp.mtu) {
+		return false
+	}
+	t := d.ownResponder(qp)
+	if t == nil || t.attr.MaxDestRdAtomic == 0 {
+		return false
+	}
+	tr, th := &t.resp, &t.hdr
+	if tr.epsn != r.psn || tr.inMessage || len(tr.queue) != 0 {
+		return false
+	}
+	if read && (n > uint32(t.mtu) || d.checkRKey(t, w.wr.RKey, w.wr.RemoteAddr, uint64(n), AccessRemoteRead) != noNAK) ||
+		!read && (w.wr.RemoteAddr%8 != 0 || d.checkRKey(t, w.wr.RKey, w.wr.RemoteAddr, 8, AccessRemoteAtomic) != noNAK) {
+		return false
+	}
+	// The response's way back, as ackOwn checks an ACK's.
+	if !th.Encap.Ethernet() || th.VLAN || th.DstMAC != pt.MAC || d.lookupQP(th.DestQP) != qp ||
+		!ownPathMatches(qp, th) || !pkeyMatch(th.PKey, pt.PKeys[qp.attr.PKeyIndex]) {
+		return false
+	}
+	var orig uint64
+	if read {
+		// The payload, read now as nextResponse would read it, and
+		// placed as onReadResponse places it (staged: the two regions
+		// may overlap, and the frame carries a copy). What a failed
+		// placement copied, the frame copies again before it fails.
+		if d.stage == nil {
+			d.stage = make([]byte, MTU4096.Bytes())
+		}
+		data := d.stage[:n]
+		if n > 0 {
+			mem, _ := d.lookupMR(w.wr.RKey).span(w.wr.RemoteAddr, uint64(n)) // checkRKey said so
+			copy(data, mem)
+			if !d.walkSGL(qp.PD, w.sgl, 0, data, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) }) {
+				return false
+			}
+		}
+	} else {
+		// The SGL checked before the atomic is done: it is done once.
+		result := d.scratch[:8]
+		if !d.walkSGL(qp.PD, w.sgl, 0, result, AccessLocalWrite, func(mem, data []byte) {}) {
+			return false
+		}
+		cmp, swapAdd := w.wr.CompareAdd, w.wr.Swap // as nextRequest puts them in the AtomicETH
+		if op == WRAtomicFetchAdd {
+			cmp, swapAdd = 0, w.wr.CompareAdd
+		}
+		mem, _ := d.lookupMR(w.wr.RKey).span(w.wr.RemoteAddr, 8) // checkRKey said so
+		orig = atomic64(mem, op == WRAtomicCmpSwap, cmp, swapAdd)
+		binary.NativeEndian.PutUint64(result, orig)
+		d.walkSGL(qp.PD, w.sgl, 0, result, AccessLocalWrite, func(mem, data []byte) { copy(mem, data) })
+	}
+
+	// The request sent and received, and executed (execute), and the
+	// response sent and received.
+	// The request's header first: a QP that sends to itself answers
+	// with the same one (th is h).
+	psn := r.psn
+	h.PSN, h.AckReq, h.SE = psn, true, false
+	h.VA, h.RKey = w.wr.RemoteAddr, w.wr.RKey
+	if read {
+		h.Opcode, h.DMALen = wire.RCRDMAReadRequest, n
+	} else {
+		h.Opcode = wire.RCCompareSwap
+		if op == WRAtomicFetchAdd {
+			h.Opcode = wire.RCFetchAdd
+		}
+	}
+	size := uint64(h.Len(0))
+	th.PSN = psn
+	if read {
+		th.Opcode = wire.RCRDMAReadResponseOnly
+		size += uint64(th.Len(int(n)))
+		d.newResource(t, rdResource{psn: psn, lastPSN: psn, va: w.wr.RemoteAddr, rkey: w.wr.RKey, length: n})
+	} else {
+		th.Opcode = wire.RCAtomicAcknowledge
+		size += uint64(th.Len(0))
+		d.newResource(t, rdResource{atomic: true, psn: psn, lastPSN: psn, orig: orig})
+	}
+	pt.Counters.XmitPackets += 2
+	pt.Counters.XmitBytes += size
+	pt.Counters.RcvPackets += 2
+	pt.Counters.RcvBytes += size
+	tr.nakSent = false
+	tr.msn = psnAdd(tr.msn, 1)
+	tr.epsn = psnAdd(psn, 1)
+	// The requester's: nextRequest's bookkeeping, then the response's
+	// (progress, and the WQE retired).
+	r.rdOut++
+	w.psn, w.npsn = psn, 1
+	if read {
+		w.readDone = n
+	}
+	r.psn = psnAdd(psn, 1)
+	r.noAck = 0
+	qp.sqNext++
+	d.progress(now, qp, r.psn)
+	d.retire(qp, WCSuccess)
+	d.sqDrained(qp)
+	d.scheduleWork(qp)
 	return true
 }
 

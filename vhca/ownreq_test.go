@@ -2,6 +2,7 @@ package vhca
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 )
@@ -41,6 +42,7 @@ func TestRequestOwn(t *testing.T) {
 	cases := []struct {
 		name   string
 		direct int // requests that go without a frame
+		reads  int // of them, READs: their responses go without a frame too
 		self   bool
 		run    func(t *testing.T, x, y *endpoint)
 		// then, if set, runs once the frames are out, and the frames
@@ -139,6 +141,75 @@ func TestRequestOwn(t *testing.T) {
 			y.qp.resp.epsn = 5 // as if packets were lost
 			send(t, x, SendWR{WRID: 1, Opcode: WRSend, Flags: SendInline, InlineData: []byte("x")})
 		}},
+		{name: "READ", direct: 1, reads: 1, run: func(t *testing.T, x, y *endpoint) {
+			for i := range 200 {
+				y.mem[0x2000+i] = byte(i ^ 0x5A)
+			}
+			idle(t, x.d) // the response's turn is the next only on an empty ring
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 200), RemoteAddr: base + 0x2000, RKey: y.mr.Key})
+		}},
+		{name: "READ behind the turns since RTS", run: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x2000, RKey: y.mr.Key})
+		}},
+		{name: "READs one at a time", direct: 2, reads: 2, run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x2000, RKey: y.mr.Key})
+		}, then: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 2, Opcode: WRRDMARead, SGL: sge(x, 0x200, 1024), RemoteAddr: base, RKey: y.mr.Key})
+		}},
+		{name: "READ of nothing", direct: 1, reads: 1, run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, RemoteAddr: 1, RKey: 0xBAD})
+		}},
+		{name: "READ of several packets", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 3000), RemoteAddr: base + 0x2000, RKey: y.mr.Key})
+		}},
+		{name: "READs two in a row", direct: 1, reads: 1, run: func(t *testing.T, x, y *endpoint) {
+			// The first goes as frames (the second would send before
+			// its response), the second without, once the first is
+			// complete.
+			idle(t, x.d)
+			send(t, x,
+				SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x2000, RKey: y.mr.Key},
+				SendWR{WRID: 2, Opcode: WRRDMARead, SGL: sge(x, 0x200, 8), RemoteAddr: base + 0x2100, RKey: y.mr.Key},
+			)
+		}},
+		{name: "READ with a bad R_Key", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 8), RemoteAddr: base, RKey: y.mr.Key ^ 1})
+		}},
+		{name: "READ into a bad L_Key", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: []SGE{{Addr: base, Length: 8, LKey: x.mr.Key ^ 1}}, RemoteAddr: base, RKey: y.mr.Key})
+		}},
+		{name: "READ from itself, the regions overlapping", self: true, direct: 1, reads: 1, run: func(t *testing.T, x, _ *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x110, 64), RemoteAddr: base + 0x100, RKey: x.mr.Key})
+		}},
+		{name: "atomics one at a time", direct: 2, reads: 2, run: func(t *testing.T, x, y *endpoint) {
+			binary.NativeEndian.PutUint64(y.mem[0x3000:], 40)
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRAtomicFetchAdd, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x3000, RKey: y.mr.Key, CompareAdd: 2})
+		}, then: func(t *testing.T, x, y *endpoint) {
+			send(t, x, SendWR{WRID: 2, Opcode: WRAtomicCmpSwap, SGL: sge(x, 0x108, 8), RemoteAddr: base + 0x3000, RKey: y.mr.Key, CompareAdd: 42, Swap: 7})
+		}},
+		{name: "atomic, its SGL bad", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRAtomicFetchAdd, SGL: []SGE{{Addr: base, Length: 8, LKey: x.mr.Key ^ 1}}, RemoteAddr: base + 0x3000, RKey: y.mr.Key, CompareAdd: 1})
+		}},
+		{name: "atomic, misaligned", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRAtomicFetchAdd, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x3004, RKey: y.mr.Key, CompareAdd: 1})
+		}},
+		{name: "atomic, bad R_Key", run: func(t *testing.T, x, y *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRAtomicCmpSwap, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x3000, RKey: y.mr.Key ^ 1})
+		}},
+		{name: "atomic on itself", self: true, direct: 1, reads: 1, run: func(t *testing.T, x, _ *endpoint) {
+			idle(t, x.d)
+			send(t, x, SendWR{WRID: 1, Opcode: WRAtomicFetchAdd, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x100, RKey: x.mr.Key, CompareAdd: 5})
+		}},
 		{name: "to itself", self: true, direct: 2, run: func(t *testing.T, x, _ *endpoint) {
 			recv(t, x, 10, 0x3000, 64)
 			send(t, x,
@@ -150,7 +221,7 @@ func TestRequestOwn(t *testing.T) {
 	for _, c := range cases {
 		for _, inProcess := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/inProcess=%v", c.name, inProcess), func(t *testing.T) {
-				testRequestOwn(t, inProcess, c.direct, c.self, c.run, c.then)
+				testRequestOwn(t, inProcess, c.direct, c.direct+c.reads, c.self, c.run, c.then)
 				// TestAckOwnAtOnce checks when the ACK goes.
 				if c.name == "one at a time, as a ping-pong" && completedOwn != 2 {
 					t.Errorf("Completed called %d times, want 2 (ping and pong)", completedOwn)
@@ -160,7 +231,8 @@ func TestRequestOwn(t *testing.T) {
 	}
 }
 
-func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, then func(t *testing.T, x, y *endpoint)) {
+// saved is the frames LoopsOwn must save: one a request, two a READ.
+func testRequestOwn(t *testing.T, inProcess bool, direct, saved int, self bool, run, then func(t *testing.T, x, y *endpoint)) {
 	var runs [4]ownOutcome
 	completedOwn = 0
 	for mode := range runs {
@@ -207,13 +279,22 @@ func testRequestOwn(t *testing.T, inProcess bool, direct int, self bool, run, th
 		}
 	}
 	for _, r := range runs[2:] {
-		if r.direct != direct || r.frames != runs[1].frames-direct {
-			t.Errorf("frames %d with LoopsOwn (and %d without), %d from ReceiveOwn; want %d without",
-				r.frames, r.direct, runs[1].frames, direct)
+		if r.direct != direct || r.frames != runs[1].frames-saved {
+			t.Errorf("frames %d with LoopsOwn (and %d without), %d from ReceiveOwn; want %d without, %d frames saved",
+				r.frames, r.direct, runs[1].frames, direct, saved)
 		}
 	}
 	if runs[0].direct != 0 || runs[1].direct != 0 {
 		t.Errorf("requests without frames and LoopsOwn off: %d, %d", runs[0].direct, runs[1].direct)
+	}
+}
+
+// idle takes the turns on d's transmit ring that send nothing (the QPs'
+// since RTS): a test that needs the ring empty calls it before posting.
+func idle(t *testing.T, d *Device) {
+	t.Helper()
+	if frames, direct := loopOwn(t, d, 1, true, 10); frames+direct != 0 {
+		t.Fatalf("idle: %d frames and %d requests went", frames, direct)
 	}
 }
 
