@@ -224,21 +224,20 @@ func (e *engine) step() bool {
 	for pass := 0; ; pass++ {
 		wrote := false
 		for _, h := range e.hcas {
-			for i := range h.sqWatch[:h.hot] {
+			// The hot send rings, and every coldEvery rounds the cold
+			// ones after them (a cold one with work turns hot: warm
+			// moves a cold one already looked at into its place).
+			watched := h.hot
+			if pass == 0 && e.rounds%coldEvery == 0 {
+				watched = len(h.sqWatch)
+			}
+			for i := range h.sqWatch[:watched] {
 				if w := &h.sqWatch[i]; atomic.LoadUint32(w.word) == w.want {
 					r := h.qps[i]
 					work += e.pollSQ(r)
 					w.word, w.want = r.sq.Watch()
 					w.seen = e.rounds
-				}
-			}
-			if pass == 0 && e.rounds%coldEvery == 0 {
-				for i := h.hot; i < len(h.sqWatch); i++ {
-					if w := &h.sqWatch[i]; atomic.LoadUint32(w.word) == w.want {
-						r := h.qps[i]
-						work += e.pollSQ(r)
-						w.word, w.want = r.sq.Watch()
-						w.seen = e.rounds
+					if i >= h.hot {
 						h.warm(i)
 					}
 				}
