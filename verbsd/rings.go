@@ -129,7 +129,7 @@ func (e *engine) pollSQ(r *qpRings) int {
 		r.sq.Consume(done + 1 - consumed)
 		consumed = done + 1
 		if ok {
-			_, err := dev.PostSend(r.qp, e.wr[:]) // flushed, the QP being in error
+			_, err := dev.PostSend(r.qp, e.wr[:]) // flushed: the QP, or its SQ, is in error
 			ok = err == nil
 		}
 		if !ok {

@@ -15,9 +15,10 @@ import (
 // requestOwn takes the common case only: an RC SEND or RDMA WRITE, with
 // or without immediate data, of one packet, to a QP of this device that
 // takes it in sequence (and an RDMA READ of one response packet or an
-// atomic, when its response's turn would come next: rdAtomicOwn). It first checks, without changing anything, that
-// the frame would have been built and accepted and its payload placed;
-// then it does what the frame would have done: the transmit and receive
+// atomic, when its response's turn would come next: rdAtomicOwn). It
+// first checks, without changing anything, that the frame would have
+// been built and accepted and its payload placed; then it does what the
+// frame would have done: the transmit and receive
 // counters (Transmit, accept), the responder's work (onRequest,
 // execute), whose completion the owner publishes at once (Completed),
 // the requester's bookkeeping (nextRequest), and the ACK, which goes
