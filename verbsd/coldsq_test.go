@@ -8,35 +8,31 @@ import (
 	"github.com/softib/softib/vhca"
 )
 
+// coldPair is newEnginePair's two QPs and CQs, hot when made, gone cold
+// in a look round past coldAfter rounds of nothing.
+func coldPair(t *testing.T) (e *engine, h *hca, mr *vhca.MR, x, y engineSide) {
+	t.Helper()
+	cap := vhca.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
+	e, h, mr, sides := newEnginePair(t, cap)
+	if h.qpOrder.hot != 2 || h.cqOrder.hot != 2 {
+		t.Fatalf("%d hot QPs and %d hot CQs after creation, want 2 and 2", h.qpOrder.hot, h.cqOrder.hot)
+	}
+	e.rounds = coldAfter + lookEvery - 1
+	e.step()
+	if h.qpOrder.hot != 0 || h.cqOrder.hot != 0 {
+		t.Fatalf("%d hot QPs and %d hot CQs after %d idle rounds, want none", h.qpOrder.hot, h.cqOrder.hot, e.rounds)
+	}
+	return e, h, mr, sides[0], sides[1]
+}
+
 // TestColdSendRings: a send ring idle for coldAfter rounds is looked at
 // only every coldEvery rounds; a WQE there is taken at the next such
 // round, and its QP is hot again, looked at every round.
 func TestColdSendRings(t *testing.T) {
-	cap := vhca.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
-	e, h, mr, sides := newEnginePair(t, cap)
-	x, y := sides[0], sides[1]
-	if h.hot != 2 {
-		t.Fatalf("%d hot QPs after creation, want 2", h.hot)
-	}
-	// A look round past coldAfter rounds of nothing.
-	e.rounds = coldAfter + lookEvery - 1
-	e.step()
-	if h.hot != 0 {
-		t.Fatalf("%d hot QPs after %d idle rounds, want 0", h.hot, e.rounds)
-	}
+	e, h, mr, x, y := coldPair(t)
 	e.step() // the next round looks at the cold rings: the post comes after it
-	w := abi.RecvWQE(y.rq.Slot(0))
-	w.SetWRID(7)
-	w.SetNumSGE(1)
-	w.SGE(0).Set(0x10000, 64, mr.Key)
-	y.rq.Publish(1)
-	s := abi.SendWQE(x.sq.Slot(0))
-	s.SetWRID(1)
-	s.SetOpcode(uint8(vhca.WRSend))
-	s.SetFlags(uint16(vhca.SendSignaled | vhca.SendInline))
-	s.SetInlineLen(4)
-	copy(s.Inline(), "cold")
-	x.sq.Publish(1)
+	y.postRecv(mr.Key)
+	x.postSend(1, "cold")
 	// Rounds that skip the cold rings leave it; the next that looks
 	// takes it.
 	rounds := 0
@@ -53,15 +49,15 @@ func TestColdSendRings(t *testing.T) {
 	if rounds != coldEvery {
 		t.Fatalf("taken after %d rounds, want %d", rounds, coldEvery)
 	}
-	if h.hot != 1 || h.qps[0] != x.r {
-		t.Fatalf("after its WQE: %d hot, first %v; want x alone hot", h.hot, h.qps[0].qp.Num)
+	if h.qpOrder.hot != 1 || h.qps[0] != x.r {
+		t.Fatalf("after its WQE: %d hot, first %v; want x alone hot", h.qpOrder.hot, h.qps[0].qp.Num)
 	}
 	if x.cq.Available(1) != 1 || y.cq.Available(1) != 1 {
 		t.Fatalf("completions: send %d, receive %d; want 1 and 1", x.cq.Available(1), y.cq.Available(1))
 	}
 	// Hot, it is looked at in the very next round.
 	x.cq.Consume(1)
-	s = abi.SendWQE(x.sq.Slot(0))
+	s := abi.SendWQE(x.sq.Slot(0))
 	s.SetWRID(2)
 	s.SetOpcode(uint8(vhca.WRRDMAWrite))
 	s.SetFlags(uint16(vhca.SendSignaled))
@@ -101,14 +97,14 @@ func TestQPPartition(t *testing.T) {
 			h.dropQP(all[k])
 			delete(hot, all[k])
 			all = append(all[:k], all[k+1:]...)
-		case op == 2 && h.hot < len(h.qps):
-			i := h.hot + rng.IntN(len(h.qps)-h.hot)
+		case op == 2 && h.qpOrder.hot < len(h.qps):
+			i := h.qpOrder.hot + rng.IntN(len(h.qps)-h.qpOrder.hot)
 			hot[h.qps[i]] = true
-			h.warm(i)
-		case op == 3 && h.hot > 0:
-			i := rng.IntN(h.hot)
+			h.qpOrder.warm(i, h.swapQPs)
+		case op == 3 && h.qpOrder.hot > 0:
+			i := rng.IntN(h.qpOrder.hot)
 			hot[h.qps[i]] = false
-			h.cool(i)
+			h.qpOrder.cool(i, h.swapQPs)
 		}
 		if len(h.qps) != len(all) || len(h.sqWatch) != len(all) {
 			t.Fatalf("step %d: %d QPs, %d watched, want %d", step, len(h.qps), len(h.sqWatch), len(all))
@@ -122,8 +118,8 @@ func TestQPPartition(t *testing.T) {
 				t.Fatalf("step %d: a QP twice", step)
 			}
 			seen[r] = true
-			if hot[r] != (i < h.hot) {
-				t.Fatalf("step %d: qps[%d] hot %v, want %v (hot %d)", step, i, i < h.hot, hot[r], h.hot)
+			if hot[r] != (i < h.qpOrder.hot) {
+				t.Fatalf("step %d: qps[%d] hot %v, want %v (hot %d)", step, i, i < h.qpOrder.hot, hot[r], h.qpOrder.hot)
 			}
 		}
 		for _, r := range h.sqWatch[len(h.qps):cap(h.sqWatch)] {
@@ -131,5 +127,53 @@ func TestQPPartition(t *testing.T) {
 				t.Fatalf("step %d: a dropped QP's ring still watched in the array's storage", step)
 			}
 		}
+	}
+}
+
+// TestColdCQs: a CQ idle for coldAfter rounds has its arm word looked at
+// only every coldEvery looks; an arm seen there, or a completion written
+// into its ring, makes it hot again, looked at every look.
+func TestColdCQs(t *testing.T) {
+	e, h, mr, x, y := coldPair(t)
+	// An arm of a cold CQ is seen at the next look at the cold ones, not
+	// before.
+	x.cq.Arm(false)
+	for x.c.armSeen != x.cq.ArmRequest() {
+		e.step()
+		if e.rounds%lookEvery == 0 && e.rounds%(lookEvery*coldEvery) != 0 && x.c.armSeen == x.cq.ArmRequest() {
+			t.Fatalf("look %d, not one at the cold CQs, saw the cold CQ's arm", e.rounds)
+		}
+		if e.rounds > coldAfter+2*lookEvery*coldEvery {
+			t.Fatal("the cold CQ's arm never seen")
+		}
+	}
+	if h.cqOrder.hot != 1 || h.cqs[0] != x.c {
+		t.Fatalf("after its arm: %d hot CQs; want x's alone", h.cqOrder.hot)
+	}
+	// Hot, its next arm is seen within a look.
+	x.cq.Arm(false)
+	for range lookEvery {
+		e.step()
+	}
+	if x.c.armSeen != x.cq.ArmRequest() {
+		t.Fatal("a hot CQ's arm not seen within a look")
+	}
+	// A completion the device writes into y's ring itself (a receive)
+	// makes y's CQ hot at the next look at the cold ones.
+	y.postRecv(mr.Key)
+	x.postSend(1, "warm")
+	for y.cq.Available(1) == 0 || e.rounds%(lookEvery*coldEvery) != 1 {
+		e.step()
+		if e.rounds > coldAfter+4*lookEvery*coldEvery {
+			t.Fatal("no receive completion, or no look at the cold CQs")
+		}
+	}
+	if h.cqOrder.hot != 2 {
+		t.Fatalf("%d hot CQs after y's completion, want 2", h.cqOrder.hot)
+	}
+	// Dropped, hot or cold, the rest keep their order.
+	h.dropCQ(x.c)
+	if len(h.cqs) != 1 || h.cqs[0] != y.c || h.cqOrder.hot != 1 {
+		t.Fatalf("after x's CQ dropped: %d CQs, %d hot", len(h.cqs), h.cqOrder.hot)
 	}
 }

@@ -227,7 +227,7 @@ func (e *engine) step() bool {
 			// The hot send rings, and every coldEvery rounds the cold
 			// ones after them (a cold one with work turns hot: warm
 			// moves a cold one already looked at into its place).
-			watched := h.hot
+			watched := h.qpOrder.hot
 			if pass == 0 && e.rounds%coldEvery == 0 {
 				watched = len(h.sqWatch)
 			}
@@ -237,8 +237,8 @@ func (e *engine) step() bool {
 					work += e.pollSQ(r)
 					w.word, w.want = r.sq.Watch()
 					w.seen = e.rounds
-					if i >= h.hot {
-						h.warm(i)
+					if i >= h.qpOrder.hot {
+						h.qpOrder.warm(i, h.swapQPs)
 					}
 				}
 			}
@@ -313,22 +313,57 @@ func (e *engine) step() bool {
 	// unseen (sleep).
 	for _, h := range e.hcas {
 		if look {
-			for i := 0; i < h.hot; i++ {
+			for i := 0; i < h.qpOrder.hot; i++ {
 				if e.rounds-h.sqWatch[i].seen > coldAfter {
-					h.cool(i)
+					h.qpOrder.cool(i, h.swapQPs)
 					i-- // the QP moved into i is looked at next
 				}
 			}
-			h.dev.TakeCompleted() // every CQ is looked at
-			for _, c := range h.cqs {
-				work += e.fillCQ(c)
-			}
+			work += e.lookCQs(h)
 		} else {
 			work += e.publishCQs(h)
 		}
 		work += e.deliverEvents(h)
 	}
 	return work > 0
+}
+
+// lookCQs looks at the hot CQs, every coldEvery looks at the cold ones
+// too, and at any other that took completions since the last look: at
+// their arm words, and at the completions a full ring left in the
+// device's CQ (fillCQ). A cold CQ with work is hot again: an arm, a
+// completion moved, or one the device wrote into its ring itself (its
+// producer index moved). A hot one idle for coldAfter rounds cools.
+func (e *engine) lookCQs(h *hca) int {
+	work := 0
+	watched := h.cqOrder.hot
+	if e.rounds%(lookEvery*coldEvery) == 0 {
+		watched = len(h.cqs)
+	}
+	for i := range h.cqs[:watched] {
+		c := h.cqs[i]
+		n := e.fillCQ(c)
+		work += n
+		c.looked = e.rounds
+		if p := c.ring.Produced(); n > 0 || p != c.produced {
+			c.seen, c.produced = e.rounds, p
+			if i >= h.cqOrder.hot {
+				h.cqOrder.warm(i, h.swapCQs)
+			}
+		}
+	}
+	for _, cq := range h.dev.TakeCompleted() {
+		if c, _ := cq.Ring.(*cqRing); c != nil && c.looked != e.rounds {
+			work += e.fillCQ(c) // a cold CQ's, not looked at above
+		}
+	}
+	for i := 0; i < h.cqOrder.hot; i++ {
+		if e.rounds-h.cqs[i].seen > coldAfter {
+			h.cqOrder.cool(i, h.swapCQs)
+			i--
+		}
+	}
+	return work
 }
 
 // lookEvery: how often a busy engine looks at what it need not watch

@@ -55,7 +55,8 @@ func benchmarkEngine(b *testing.B, idle bool, others int) {
 		}
 		c := &cqRing{s: s, cq: cq, ring: newRing(pages(abi.RingSize(16, abi.CQESize)), abi.KindCQ, 16, abi.CQESize)}
 		cq.Ring = c
-		h.cqs, e.cqOf[cq] = append(h.cqs, c), c
+		h.addCQ(c, e.rounds)
+		e.cqOf[cq] = c
 		qp, err := dev.CreateQP(pd, vhca.QPInitAttr{Type: vhca.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
 		if err != nil {
 			b.Fatal(err)

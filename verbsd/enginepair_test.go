@@ -63,7 +63,7 @@ func newEnginePair(tb testing.TB, cap vhca.QPCap) (e *engine, h *hca, mr *vhca.M
 		cq.Ring = c
 		x.r, x.c = r, c
 		h.addQP(r, e.rounds)
-		h.cqs = append(h.cqs, c)
+		h.addCQ(c, e.rounds)
 		e.qpOf[qp], e.cqOf[cq] = r, c
 	}
 	gid := dev.Ports[0].GIDs[1].GID
@@ -87,4 +87,26 @@ func newEnginePair(tb testing.TB, cap vhca.QPCap) (e *engine, h *hca, mr *vhca.M
 		}
 	}
 	return e, h, mr, sides
+}
+
+// postRecv publishes, as a client would, a receive of 64 bytes at
+// 0x10000 (key lkey) in x's receive ring.
+func (x engineSide) postRecv(lkey uint32) {
+	w := abi.RecvWQE(x.rq.Slot(0))
+	w.SetWRID(7)
+	w.SetNumSGE(1)
+	w.SGE(0).Set(0x10000, 64, lkey)
+	x.rq.Publish(1)
+}
+
+// postSend publishes, as a client would, a signaled SEND of data inline
+// in x's send ring.
+func (x engineSide) postSend(wrid uint64, data string) {
+	w := abi.SendWQE(x.sq.Slot(0))
+	w.SetWRID(wrid)
+	w.SetOpcode(uint8(vhca.WRSend))
+	w.SetFlags(uint16(vhca.SendSignaled | vhca.SendInline))
+	w.SetInlineLen(len(data))
+	copy(w.Inline(), data)
+	x.sq.Publish(1)
 }

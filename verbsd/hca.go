@@ -75,10 +75,11 @@ type hca struct {
 	ipv4    [][4]byte      // the port's IPv4 addresses
 	neigh   neighbours     // ARP and ND
 	rocev1  bool
-	cqs     []*cqRing  // every CQ of every client on this device
+	cqs     []*cqRing  // every CQ of every client on this device (addCQ, dropCQ)
+	cqOrder hotFirst   // cqs[:hot] are looked at every look, the rest every coldEvery
 	qps     []*qpRings // every QP with its rings (addQP, dropQP)
 	sqWatch []sqWatch  // qps[i]'s send ring, as each round looks at it
-	hot     int        // qps[:hot] are looked at every round, the rest every coldEvery
+	qpOrder hotFirst   // qps[:hot] are looked at every round, the rest every coldEvery
 	srqs    []*srqRing
 }
 
@@ -93,39 +94,22 @@ type sqWatch struct {
 	seen uint32 // the engine's round when the ring last had work (wrapping)
 }
 
-// A send ring idle for coldAfter rounds (a few milliseconds) is looked at
-// only every coldEvery rounds, until it has work again: the QPs of other
-// clients, idle, then cost a message an eighth of what they did, and
-// the first message after such a wait waits a few rounds more (a round
-// with nothing to do is some 25 ns).
-const (
-	coldAfter = 1 << 16
-	coldEvery = 8
-)
-
 // addQP and dropQP keep qps and sqWatch in step. A new QP is hot: its
 // rounds count from now.
 func (h *hca) addQP(r *qpRings, now uint32) {
 	word, want := r.sq.Watch()
 	h.qps, h.sqWatch = append(h.qps, r), append(h.sqWatch, sqWatch{word, want, now})
-	h.swapQPs(h.hot, len(h.qps)-1)
-	h.hot++
+	h.qpOrder.added(len(h.qps)-1, h.swapQPs)
 }
 
-// dropQP moves the QP last among the hot ones into r's place if r is
-// hot, and the last QP into the place left, and clears the slots left
-// behind: no pointer into a ring about to be unmapped stays in the
+// dropQP moves r last, keeping the hot QPs first, and clears the slots
+// left behind: no pointer into a ring about to be unmapped stays in the
 // arrays' storage.
 func (h *hca) dropQP(r *qpRings) {
 	for i, q := range h.qps {
 		if q == r {
-			if i < h.hot {
-				h.hot--
-				h.swapQPs(i, h.hot)
-				i = h.hot
-			}
 			last := len(h.qps) - 1
-			h.swapQPs(i, last)
+			h.qpOrder.removed(i, last, h.swapQPs)
 			h.qps[last], h.sqWatch[last] = nil, sqWatch{}
 			h.qps, h.sqWatch = h.qps[:last], h.sqWatch[:last]
 			return
@@ -138,17 +122,26 @@ func (h *hca) swapQPs(i, j int) {
 	h.sqWatch[i], h.sqWatch[j] = h.sqWatch[j], h.sqWatch[i]
 }
 
-// warm makes the cold QP at i hot; cool makes the hot QP at i cold. Each
-// moves the QP at the edge between the two into i.
-func (h *hca) warm(i int) {
-	h.swapQPs(i, h.hot)
-	h.hot++
+// addCQ and dropCQ keep the CQs, the hot ones first. A new CQ is hot.
+func (h *hca) addCQ(c *cqRing, now uint32) {
+	c.seen = now
+	h.cqs = append(h.cqs, c)
+	h.cqOrder.added(len(h.cqs)-1, h.swapCQs)
 }
 
-func (h *hca) cool(i int) {
-	h.hot--
-	h.swapQPs(i, h.hot)
+func (h *hca) dropCQ(c *cqRing) {
+	for i, x := range h.cqs {
+		if x == c {
+			last := len(h.cqs) - 1
+			h.cqOrder.removed(i, last, h.swapCQs)
+			h.cqs[last] = nil
+			h.cqs = h.cqs[:last]
+			return
+		}
+	}
 }
+
+func (h *hca) swapCQs(i, j int) { h.cqs[i], h.cqs[j] = h.cqs[j], h.cqs[i] }
 
 // derivedMAC is a locally administered unicast MAC that stays the same
 // for a device name on a host.

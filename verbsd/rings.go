@@ -62,6 +62,10 @@ type cqRing struct {
 	ch      *compChannel
 	armSeen uint32
 	dead    bool
+	// The engine's round when the CQ last had work (an arm, a
+	// completion), and its ring's producer index then (hotFirst); the
+	// round of its last look (lookCQs).
+	seen, produced, looked uint32
 }
 
 // Entry and Publish make the client's ring the CQ's vhca.CQRing: the

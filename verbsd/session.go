@@ -188,7 +188,7 @@ func (s *session) dropCQ(e *engine, c *cqRing) error {
 		return err
 	}
 	delete(e.cqOf, c.cq)
-	s.h.cqs = remove(s.h.cqs, c)
+	s.h.dropCQ(c)
 	if c.ch != nil {
 		c.ch.users--
 	}

@@ -459,7 +459,7 @@ func (s *session) createCQ(e *engine, body []byte) reply {
 		ch.users++
 	}
 	s.cqs[h] = c
-	s.h.cqs = append(s.h.cqs, c)
+	s.h.addCQ(c, e.rounds)
 	e.cqOf[cq] = c
 	cq.Ring = c
 	return reply{body: abi.CreateCQReply{Handle: h, CQE: uint32(cq.Cap()), RingBytes: uint64(len(mem.b))},

@@ -217,6 +217,9 @@ func (r *Ring) Unconsumed() int {
 	return int(n)
 }
 
+// Produced is how many entries this side, the producer, has published.
+func (r *Ring) Produced() uint32 { return r.local }
+
 // Slot is the k-th entry after those already published, to be written
 // before Publish; k must be below Free.
 func (r *Ring) Slot(k int) []byte { return r.entry(r.local + uint32(k)) }
