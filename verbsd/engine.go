@@ -308,9 +308,9 @@ func (e *engine) step() bool {
 	// A CQ's arm word too. A completion the device writes into the
 	// client's ring itself (vhca.CQRing) does not look at it: one that
 	// came after an arm this engine had not seen yet raises its event
-	// here, within lookEvery rounds (fillCQ fires for an arm that finds
-	// completions unconsumed), and the engine does not sleep on an arm
-	// unseen (sleep).
+	// here, within lookEvery rounds, coldEvery looks for a cold CQ
+	// (fillCQ fires for an arm that finds completions unconsumed), and
+	// the engine does not sleep on an arm unseen (sleep).
 	for _, h := range e.hcas {
 		if look {
 			for i := 0; i < h.qpOrder.hot; i++ {
