@@ -179,14 +179,16 @@ func (d *Device) ownResponder(qp *QP) *QP {
 }
 
 // rdAtomicOwn is requestOwn for an RDMA READ of one response packet or
-// an atomic, when its response would be taken next as well: no other QP
-// waits for a turn, qp has nothing in flight and nothing after it to send
-// (its next turn would send nothing), and the responder has no response
-// queued. Then the request, its execution (execute), the response
-// (nextResponse: a READ's payload read from the responder's memory at
-// that moment, an atomic's original value) and its handling
-// (onReadResponse, onResponse's atomic ACK) are one step, without
-// frames. A response that would not come back to qp as the request came
+// an atomic, when its response can be taken at once: no other QP waits
+// for a turn, qp has nothing in flight, and the responder has no response
+// queued. The requests qp has after it then go after the response, where
+// frames would send them before it: an order the links allow as well (an
+// unfenced READ's data may be read before or after the requests behind
+// it land; a fence asks for this one). Then the request, its execution
+// (execute), the response (nextResponse: a READ's payload read from the
+// responder's memory at that moment, an atomic's original value) and
+// its handling (onReadResponse, onResponse's atomic ACK) are one step,
+// without frames. A response that would not come back to qp as the request came
 // to its responder, and any check that fails, leave it to its frames;
 // an atomic is executed only once every check has passed, its
 // requester's SGL included.
@@ -194,7 +196,7 @@ func (d *Device) rdAtomicOwn(now Time, qp *QP, w *sendWQE) bool {
 	r, h, pt := &qp.req, &qp.hdr, qp.port
 	op, n := w.wr.Opcode, w.length
 	read := op == WRRDMARead
-	if d.ready.n != 0 || w.npsn != 0 || qp.sqNext+1 != qp.sqTail || qp.sqHead != qp.sqNext ||
+	if d.ready.n != 0 || w.npsn != 0 || qp.sqHead != qp.sqNext ||
 		r.unacked != r.psn || r.rdOut >= int(qp.attr.MaxRdAtomic) || w.wr.Flags&SendFence != 0 && r.rdOut > 0 ||
 		read && n > uint32(qp.mtu) {
 		return false

@@ -165,14 +165,23 @@ func TestRequestOwn(t *testing.T) {
 			idle(t, x.d)
 			send(t, x, SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 3000), RemoteAddr: base + 0x2000, RKey: y.mr.Key})
 		}},
-		{name: "READs two in a row", direct: 1, reads: 1, run: func(t *testing.T, x, y *endpoint) {
-			// The first goes as frames (the second would send before
-			// its response), the second without, once the first is
-			// complete.
+		{name: "READs two in a row", direct: 2, reads: 2, run: func(t *testing.T, x, y *endpoint) {
 			idle(t, x.d)
 			send(t, x,
 				SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 8), RemoteAddr: base + 0x2000, RKey: y.mr.Key},
 				SendWR{WRID: 2, Opcode: WRRDMARead, SGL: sge(x, 0x200, 8), RemoteAddr: base + 0x2100, RKey: y.mr.Key},
+			)
+		}},
+		{name: "READ, a WRITE and a SEND behind it", direct: 3, reads: 1, run: func(t *testing.T, x, y *endpoint) {
+			// The READ's response comes before the requests behind it,
+			// which frames send before it: the same here, their memory
+			// apart.
+			idle(t, x.d)
+			recv(t, y, 10, 0x3000, 64)
+			send(t, x,
+				SendWR{WRID: 1, Opcode: WRRDMARead, SGL: sge(x, 0x100, 64), RemoteAddr: base + 0x2000, RKey: y.mr.Key},
+				SendWR{WRID: 2, Opcode: WRRDMAWrite, SGL: sge(x, 0x400, 64), RemoteAddr: base + 0x2800, RKey: y.mr.Key},
+				SendWR{WRID: 3, Opcode: WRSend, Flags: SendInline, InlineData: []byte("behind")},
 			)
 		}},
 		{name: "READ with a bad R_Key", run: func(t *testing.T, x, y *endpoint) {
